@@ -1,0 +1,146 @@
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prescient-dev/prescient/guards"
+)
+
+// Func is a check run on one job. It returns the time the job should be
+// checked again, or the zero time when the job is done. An error (or a panic,
+// or running past the runtime guard) counts as a failure: the job is kept and
+// retried at a later slot, and whatever the check wrote through job.Tx is
+// rolled back.
+//
+// The returned time is rounded up to the slot grid and judged by the guards.
+type Func func(ctx context.Context, job *Job) (next time.Time, err error)
+
+// Result is a batch check's answer for one job: the next check time (zero when
+// done), or Err when that job failed.
+type Result struct {
+	Next time.Time
+	Err  error
+}
+
+// BatchFunc is a check run on many due jobs of one check at once, so that it
+// can look their entities up in one query. It returns one Result per job, in
+// the order of jobs. A returned error fails the whole batch: every job counts a
+// failure and the batch's writes through the transaction are rolled back.
+type BatchFunc func(ctx context.Context, jobs []*Job) ([]Result, error)
+
+// Opts are a check's optional settings.
+type Opts struct {
+	// Awaits lists the events whose resolution settles this check: resolving
+	// (entity, key, event) finishes every pending job of this check for that
+	// entity with outcome resolved.
+	Awaits []string
+	// Guards override the engine's guards for this check; zero fields keep the
+	// engine's values.
+	Guards guards.Limits
+	// BatchSize caps the jobs handed to one call of a batch check. Zero means
+	// the engine's batch size.
+	BatchSize int
+}
+
+// Check is a registered check.
+type Check struct {
+	Name  string
+	Func  Func      // set for single-job checks
+	Batch BatchFunc // set for batch checks
+	Opts  Opts
+}
+
+// ErrDuplicate is returned when a name is registered twice.
+var ErrDuplicate = errors.New("check already registered")
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$`)
+
+// ValidateName reports whether s may name a check, an entity or an event:
+// 1 to 100 characters of letters, digits, '_', '.', ':' and '-', not starting
+// with punctuation other than '_'.
+func ValidateName(what, s string) error {
+	if !nameRE.MatchString(s) {
+		return fmt.Errorf("invalid %s name %q: use 1 to 100 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'", what, s)
+	}
+	return nil
+}
+
+// Registry maps check names to checks. The zero Registry is empty and ready
+// to use; it is safe for concurrent use.
+type Registry struct {
+	mu     sync.RWMutex
+	checks map[string]*Check
+}
+
+// Register adds a single-job check under name. opts may be nil.
+func (r *Registry) Register(name string, fn Func, opts *Opts) error {
+	if fn == nil {
+		return fmt.Errorf("register check %q: nil function", name)
+	}
+	return r.add(&Check{Name: name, Func: fn}, opts)
+}
+
+// RegisterBatch adds a batch check under name. opts may be nil.
+func (r *Registry) RegisterBatch(name string, fn BatchFunc, opts *Opts) error {
+	if fn == nil {
+		return fmt.Errorf("register check %q: nil function", name)
+	}
+	return r.add(&Check{Name: name, Batch: fn}, opts)
+}
+
+func (r *Registry) add(c *Check, opts *Opts) error {
+	if err := ValidateName("check", c.Name); err != nil {
+		return fmt.Errorf("register check: %w", err)
+	}
+	if opts != nil {
+		c.Opts = *opts
+		c.Opts.Awaits = append([]string(nil), opts.Awaits...)
+	}
+	for _, ev := range c.Opts.Awaits {
+		if err := ValidateName("event", ev); err != nil {
+			return fmt.Errorf("register check %q: %w", c.Name, err)
+		}
+	}
+	if err := c.Opts.Guards.Validate(); err != nil {
+		return fmt.Errorf("register check %q: %w", c.Name, err)
+	}
+	if c.Opts.BatchSize < 0 {
+		return fmt.Errorf("register check %q: batch size %d must not be negative", c.Name, c.Opts.BatchSize)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.checks == nil {
+		r.checks = make(map[string]*Check)
+	}
+	if _, ok := r.checks[c.Name]; ok {
+		return fmt.Errorf("register check %q: %w", c.Name, ErrDuplicate)
+	}
+	r.checks[c.Name] = c
+	return nil
+}
+
+// Lookup returns the check registered under name.
+func (r *Registry) Lookup(name string) (*Check, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.checks[name]
+	return c, ok
+}
+
+// All returns the registered checks, sorted by name.
+func (r *Registry) All() []*Check {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Check, 0, len(r.checks))
+	for _, c := range r.checks {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

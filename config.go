@@ -1,0 +1,199 @@
+package prescient
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// Defaults for Config.
+const (
+	MaxFailuresDefault      = 5
+	RetryBackoffMaxDefault  = time.Hour
+	WorkersDefault          = 10
+	BatchSizeDefault        = 100
+	SweepScheduleDefault    = "*/5 * * * *"
+	HistoryRetentionDefault = 30 * 24 * time.Hour
+	PruneScheduleDefault    = "17 * * * *"
+	ShutdownGraceDefault    = 30 * time.Second
+)
+
+// SweepMode says what a sweep does with overdue jobs.
+type SweepMode string
+
+const (
+	// SweepRun runs overdue jobs now, slot by slot, oldest first (the default).
+	SweepRun SweepMode = "run"
+	// SweepReslot moves overdue jobs to the next slot, where its owner fires them.
+	SweepReslot SweepMode = "reslot"
+)
+
+// ParseSweepMode returns the mode named s.
+func ParseSweepMode(s string) (SweepMode, error) {
+	switch SweepMode(s) {
+	case SweepRun, SweepReslot:
+		return SweepMode(s), nil
+	}
+	return "", fmt.Errorf("unknown sweep mode %q (want %q or %q)", s, SweepRun, SweepReslot)
+}
+
+// Config configures a Client. The zero value of every field means its default;
+// WithDefaults fills them in.
+type Config struct {
+	// Server names this server in the ledger, in history and in the
+	// ownership map. Default: the host name.
+	Server string
+	// Grid is the slot grid. Default: slots.ResolutionDefault with
+	// slots.CycleDefault.
+	Grid slots.Grid
+	// Ownership is the static map of which server fires which position of the
+	// grid's cycle. Empty: this server fires every slot.
+	Ownership slots.Ownership
+	// Checks holds the registered checks. Default: an empty registry (the
+	// client can still schedule, cancel and resolve).
+	Checks *checks.Registry
+	// Guards are the limits applied to every check, unless a check overrides
+	// them. Zero fields take the guards package defaults.
+	Guards guards.Limits
+	// MaxFailures is how many failed checks in a row end a job: the
+	// MaxFailures-th consecutive failure moves it to history as failed.
+	// Default MaxFailuresDefault.
+	MaxFailures int
+	// RetryBackoffMax caps the delay before a failed check is retried. Retries
+	// back off exponentially from one slot: 1, 2, 4, … slots after the failure.
+	RetryBackoffMax time.Duration
+	// Workers caps the checks running at once. Default WorkersDefault.
+	Workers int
+	// BatchSize is how many due jobs are read, and handed to a batch check, at
+	// a time. Default BatchSizeDefault.
+	BatchSize int
+	// SweepMode is the mode of the start-up and scheduled sweeps.
+	SweepMode SweepMode
+	// SweepSchedule is a cron spec (five fields, or @every …) for the
+	// scheduled sweep. "-" disables it. Default SweepScheduleDefault.
+	SweepSchedule string
+	// SweepOnStartDisabled turns off the sweep Start runs.
+	SweepOnStartDisabled bool
+	// HistoryRetention is how long history records are kept; -1 keeps them
+	// forever. Default HistoryRetentionDefault.
+	HistoryRetention time.Duration
+	// PruneSchedule is the cron spec of history pruning. Default
+	// PruneScheduleDefault; "-" disables it.
+	PruneSchedule string
+	// ShutdownGrace is how long Stop waits for in-flight checks.
+	ShutdownGrace time.Duration
+	// Now is the clock. Default time.Now. Every decision about what is due
+	// reads it, so tests and simulations can run on a fake clock.
+	Now func() time.Time
+	// Logger receives the engine's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Server == "" {
+		c.Server, _ = os.Hostname()
+		if c.Server == "" {
+			c.Server = "prescient"
+		}
+	}
+	if c.Grid.Resolution == 0 {
+		c.Grid.Resolution = slots.ResolutionDefault
+		if c.Grid.Cycle == 0 {
+			c.Grid.Cycle = slots.CycleDefault
+		}
+	}
+	if c.Checks == nil {
+		c.Checks = &checks.Registry{}
+	}
+	c.Guards = c.Guards.WithDefaults()
+	if c.MaxFailures == 0 {
+		c.MaxFailures = MaxFailuresDefault
+	}
+	if c.RetryBackoffMax == 0 {
+		c.RetryBackoffMax = RetryBackoffMaxDefault
+	}
+	if c.Workers == 0 {
+		c.Workers = WorkersDefault
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = BatchSizeDefault
+	}
+	if c.SweepMode == "" {
+		c.SweepMode = SweepRun
+	}
+	if c.SweepSchedule == "" {
+		c.SweepSchedule = SweepScheduleDefault
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = HistoryRetentionDefault
+	}
+	if c.PruneSchedule == "" {
+		c.PruneSchedule = PruneScheduleDefault
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = ShutdownGraceDefault
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first field that is wrong, naming it.
+func (c Config) Validate() error {
+	if err := checks.ValidateName("server", c.Server); err != nil {
+		return fmt.Errorf("config: server: %w", err)
+	}
+	if err := c.Grid.Validate(); err != nil {
+		return fmt.Errorf("config: slots: %w", err)
+	}
+	if err := c.Ownership.Validate(c.Grid.Positions()); err != nil {
+		return fmt.Errorf("config: ownership: %w", err)
+	}
+	if err := c.Guards.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var errs []error
+	if c.MaxFailures < 1 {
+		errs = append(errs, fmt.Errorf("config: max_failures %d must be at least 1", c.MaxFailures))
+	}
+	if c.RetryBackoffMax < 0 {
+		errs = append(errs, fmt.Errorf("config: retry_backoff_max %s must not be negative", c.RetryBackoffMax))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("config: workers %d must be at least 1", c.Workers))
+	}
+	if c.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("config: batch_size %d must be at least 1", c.BatchSize))
+	}
+	if _, err := ParseSweepMode(string(c.SweepMode)); err != nil {
+		errs = append(errs, fmt.Errorf("config: sweep mode: %w", err))
+	}
+	for name, spec := range map[string]string{"sweep schedule": c.SweepSchedule, "prune schedule": c.PruneSchedule} {
+		if spec == "-" {
+			continue
+		}
+		if _, err := cron.ParseStandard(spec); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s %q: %w", name, spec, err))
+		}
+	}
+	if c.HistoryRetention < 0 && c.HistoryRetention != -1 {
+		errs = append(errs, fmt.Errorf("config: history retention %s must be positive, or -1 to keep forever", c.HistoryRetention))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("config: shutdown grace %s must not be negative", c.ShutdownGrace))
+	}
+	return errors.Join(errs...)
+}

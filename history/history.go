@@ -1,0 +1,130 @@
+// Package history describes what happens to a job when it leaves the pending
+// table: its outcome and the record kept of it, and the filters used to read
+// those records back. The stores write and query the records; this package
+// only holds the types and their rules.
+package history
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Outcome says why a job left the pending table.
+type Outcome string
+
+const (
+	// Done: the check returned no next time.
+	Done Outcome = "done"
+	// Resolved: the event the check awaited happened (see Client.Resolve).
+	Resolved Outcome = "resolved"
+	// Cancelled: the application cancelled the job.
+	Cancelled Outcome = "cancelled"
+	// GuardMaxChecks: the check asked to run again after using all its checks.
+	GuardMaxChecks Outcome = "guard_max_checks"
+	// GuardHorizon: the check asked for a next time beyond the horizon.
+	GuardHorizon Outcome = "guard_horizon"
+	// GuardPast: the check asked for a next time not after the slot it ran in.
+	GuardPast Outcome = "guard_past"
+	// Failed: the check failed (error, panic, timeout) more times in a row than
+	// allowed.
+	Failed Outcome = "failed"
+)
+
+// Outcomes lists every outcome, in the order the CLI shows them.
+var Outcomes = []Outcome{Done, Resolved, Cancelled, GuardMaxChecks, GuardHorizon, GuardPast, Failed}
+
+// ParseOutcome returns the outcome named s, or an error listing the valid names.
+func ParseOutcome(s string) (Outcome, error) {
+	for _, o := range Outcomes {
+		if string(o) == s {
+			return o, nil
+		}
+	}
+	names := make([]string, len(Outcomes))
+	for i, o := range Outcomes {
+		names[i] = string(o)
+	}
+	return "", fmt.Errorf("unknown outcome %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// Record is the history row of one finished job.
+type Record struct {
+	ID     int64  `json:"id"`
+	Entity string `json:"entity"`
+	Key    string `json:"key"`
+	Check  string `json:"check"`
+	// Outcome says why the job finished.
+	Outcome Outcome `json:"outcome"`
+	// FirstCheckAt is the slot the job was first due in.
+	FirstCheckAt time.Time `json:"first_check_at"`
+	// LastCheckAt is the slot of the last check that ran; zero when none ran
+	// (a job cancelled or resolved before its time).
+	LastCheckAt time.Time `json:"last_check_at,omitzero"`
+	// CheckCount is how many checks ran to a result.
+	CheckCount int `json:"check_count"`
+	// FailureCount is how many checks in a row failed before the job finished.
+	FailureCount int `json:"failure_count"`
+	// Runtime is the total time spent in the job's checks.
+	Runtime time.Duration `json:"runtime_ns"`
+	// Lateness is how long after its slot the last check actually ran.
+	Lateness  time.Duration   `json:"lateness_ns"`
+	LastError string          `json:"last_error,omitempty"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	CreatedAt time.Time       `json:"created_at"`
+	// FinishedAt is when the job left the pending table.
+	FinishedAt time.Time `json:"finished_at"`
+	// FinishedBy names the server, or "api"/"sql" for the application, that
+	// finished the job.
+	FinishedBy string `json:"finished_by"`
+}
+
+// LimitDefault is the number of records a query returns when Filter.Limit is 0.
+const LimitDefault = 100
+
+// LimitMax is the largest Filter.Limit accepted.
+const LimitMax = 100_000
+
+// Filter selects history records. Zero fields do not filter. Records come back
+// newest first (by FinishedAt, then ID).
+type Filter struct {
+	Entity string
+	// Key filters on the entity key; it needs Entity.
+	Key      string
+	Check    string
+	Outcomes []Outcome
+	// Since and Until bound FinishedAt: Since <= FinishedAt < Until.
+	Since time.Time
+	Until time.Time
+	// Limit caps the number of records; 0 means LimitDefault.
+	Limit int
+}
+
+// Validate reports a filter that cannot be run, naming the field.
+func (f Filter) Validate() error {
+	if f.Key != "" && f.Entity == "" {
+		return errors.New("history filter: key needs an entity")
+	}
+	for _, o := range f.Outcomes {
+		if _, err := ParseOutcome(string(o)); err != nil {
+			return fmt.Errorf("history filter: %w", err)
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return fmt.Errorf("history filter: since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	if f.Limit < 0 || f.Limit > LimitMax {
+		return fmt.Errorf("history filter: limit %d must be between 0 and %d", f.Limit, LimitMax)
+	}
+	return nil
+}
+
+// EffectiveLimit returns Limit, or LimitDefault when Limit is 0.
+func (f Filter) EffectiveLimit() int {
+	if f.Limit == 0 {
+		return LimitDefault
+	}
+	return f.Limit
+}
