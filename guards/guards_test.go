@@ -1,0 +1,56 @@
+package guards
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient/history"
+)
+
+func TestJudge(t *testing.T) {
+	slot := time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)
+	l := Limits{MaxChecks: 3, Runtime: time.Second, Horizon: 24 * time.Hour}
+	tests := []struct {
+		name   string
+		l      Limits
+		checks int
+		next   time.Time
+		want   history.Outcome
+	}{
+		{"fine", l, 1, slot.Add(3 * time.Hour), ""},
+		{"exactly the horizon", l, 1, slot.Add(24 * time.Hour), ""},
+		{"beyond the horizon", l, 1, slot.Add(24*time.Hour + time.Second), history.GuardHorizon},
+		{"same slot", l, 1, slot, history.GuardPast},
+		{"before the slot", l, 1, slot.Add(-time.Minute), history.GuardPast},
+		{"last allowed check asks again", l, 3, slot.Add(time.Hour), history.GuardMaxChecks},
+		{"second of three asks again", l, 2, slot.Add(time.Hour), ""},
+		{"past wins over max checks", l, 3, slot, history.GuardPast},
+		{"no horizon", Limits{MaxChecks: 3, Horizon: -1}, 1, slot.Add(1000 * time.Hour), ""},
+		{"no max checks", Limits{MaxChecks: -1, Horizon: -1}, 1e6, slot.Add(time.Hour), ""},
+	}
+	for _, tt := range tests {
+		v := tt.l.Judge(tt.checks, slot, tt.next)
+		if v.Outcome != tt.want {
+			t.Errorf("%s: Judge(%d, %s) = %q (%s), want %q", tt.name, tt.checks, tt.next, v.Outcome, v.Reason, tt.want)
+		}
+		if !v.OK() && v.Reason == "" {
+			t.Errorf("%s: verdict %q has no reason", tt.name, v.Outcome)
+		}
+	}
+}
+
+func TestLimitsDefaultsOverrideValidate(t *testing.T) {
+	d := Limits{}.WithDefaults()
+	if d.MaxChecks != MaxChecksDefault || d.Runtime != RuntimeDefault || d.Horizon != HorizonDefault {
+		t.Errorf("WithDefaults = %+v", d)
+	}
+	o := d.Override(Limits{Runtime: time.Second})
+	if o.Runtime != time.Second || o.MaxChecks != MaxChecksDefault {
+		t.Errorf("Override = %+v, want runtime 1s and default max checks", o)
+	}
+	for _, bad := range []Limits{{MaxChecks: -2}, {Runtime: -time.Second}, {Horizon: -2}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", bad)
+		}
+	}
+}
