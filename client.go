@@ -37,7 +37,10 @@ type Client struct {
 	workCtx  context.Context
 	hardCtx  context.Context
 	wg       sync.WaitGroup
-	lastTick time.Time
+	tickMu    sync.Mutex // serialises Tick
+	lastGood  time.Time  // the last slot up to which every owned slot fired
+	startedAt time.Time
+	own       ownership
 
 	sem chan struct{}
 

@@ -24,6 +24,8 @@ const (
 	HistoryRetentionDefault = 30 * 24 * time.Hour
 	PruneScheduleDefault    = "17 * * * *"
 	ShutdownGraceDefault    = 30 * time.Second
+	HeartbeatDefault        = 5 * time.Second
+	ServerTimeoutDefault    = 30 * time.Second
 )
 
 // SweepMode says what a sweep does with overdue jobs.
@@ -57,6 +59,19 @@ type Config struct {
 	// Ownership is the static map of which server fires which position of the
 	// grid's cycle. Empty: this server fires every slot.
 	Ownership slots.Ownership
+	// AutoOwnership spreads the positions over the live servers instead of
+	// using a static map: each server registers and heartbeats in the store,
+	// and the positions (slots.Assign) move when a server joins or stops
+	// heartbeating for ServerTimeout. It excludes Ownership.
+	AutoOwnership bool
+	// Heartbeat is how often the server records that it is alive (and, with
+	// AutoOwnership, recomputes its positions). Default HeartbeatDefault.
+	Heartbeat time.Duration
+	// ServerTimeout is how long after its last heartbeat a server counts as
+	// gone: its positions move to the others, which catch up the slots it
+	// left incomplete. It must exceed twice Heartbeat. Default
+	// ServerTimeoutDefault.
+	ServerTimeout time.Duration
 	// Checks holds the registered checks. Default: an empty registry (the
 	// client can still schedule, cancel and resolve).
 	Checks *checks.Registry
@@ -142,6 +157,12 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = ShutdownGraceDefault
 	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = HeartbeatDefault
+	}
+	if c.ServerTimeout == 0 {
+		c.ServerTimeout = ServerTimeoutDefault
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -191,6 +212,14 @@ func (c Config) Validate() error {
 	}
 	if c.HistoryRetention < 0 && c.HistoryRetention != -1 {
 		errs = append(errs, fmt.Errorf("config: history retention %s must be positive, or -1 to keep forever", c.HistoryRetention))
+	}
+	if c.AutoOwnership && len(c.Ownership) > 0 {
+		errs = append(errs, errors.New("config: ownership: automatic ownership and a static map exclude each other; choose one"))
+	}
+	if c.Heartbeat <= 0 {
+		errs = append(errs, fmt.Errorf("config: heartbeat %s must be positive", c.Heartbeat))
+	} else if c.ServerTimeout <= 2*c.Heartbeat {
+		errs = append(errs, fmt.Errorf("config: server timeout %s must exceed twice the heartbeat %s, or live servers would be taken for gone", c.ServerTimeout, c.Heartbeat))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown grace %s must not be negative", c.ShutdownGrace))

@@ -36,6 +36,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	c.hardCtx, c.stopNow = context.WithCancel(context.WithoutCancel(ctx))
+	c.startedAt = c.now()
+	if err := c.Heartbeat(ctx); err != nil {
+		return fmt.Errorf("prescient: start: %w", err)
+	}
 
 	if !c.cfg.SweepOnStartDisabled {
 		res, err := c.sweep(c.workCtx, c.hardCtx, c.cfg.SweepMode)
@@ -67,14 +71,17 @@ func (c *Client) Start(ctx context.Context) error {
 		}))
 	}
 	c.running = true
-	c.lastTick = time.Time{}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.Tick(c.workCtx) // the slot in progress at start-up
 	}()
+	go func() {
+		defer c.wg.Done()
+		c.heartbeatLoop(c.workCtx)
+	}()
 	c.cron.Start()
-	c.log.Info("started", "grid", c.cfg.Grid.String(), "positions", c.ownedPositions())
+	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
 	return nil
 }
 
@@ -120,54 +127,82 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	c.stopNow()
 	<-done
+	// Deregister so that, with automatic ownership, the others take this
+	// server's positions at once rather than after ServerTimeout.
+	if err := c.store.ServerDelete(context.WithoutCancel(ctx), c.cfg.Server); err != nil {
+		c.log.Warn("deregister", "error", err)
+	}
 	c.log.Info("stopped")
 	return nil
 }
 
-// Tick fires the slots this server owns from the one after the last tick up
-// to the slot in progress now, skipping those already complete in the ledger.
-// The engine calls it at every slot boundary; tests and simulations call it
-// after moving the clock.
+// Tick fires the slots this server owns that are due and not yet fired: the
+// slot in progress now, and past slots that are incomplete in the ledger
+// back to the last slot up to which every owned slot fired (after a missed
+// tick, a store outage or a pause). With automatic ownership it also looks
+// back ServerTimeout, to catch up slots of positions it has just taken over
+// from a server that died. The engine calls it at every slot boundary; tests
+// and simulations call it after moving the clock. Ticks never overlap.
 func (c *Client) Tick(ctx context.Context) {
-	now := c.now()
-	cur := c.cfg.Grid.Floor(now)
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	g := c.cfg.Grid
+	cur := g.Floor(c.now())
 	from := cur
-	if !c.lastTick.IsZero() {
-		from = c.cfg.Grid.Add(c.lastTick, 1)
+	if !c.lastGood.IsZero() {
+		from = g.Add(c.lastGood, 1)
 	}
-	if n := int(cur.Sub(from) / c.cfg.Grid.Resolution); n >= catchupMax {
-		from = c.cfg.Grid.Add(cur, -(catchupMax - 1))
+	if c.cfg.AutoOwnership {
+		back := g.Floor(cur.Add(-c.cfg.ServerTimeout - g.Resolution))
+		if back.Before(from) {
+			from = back
+		}
 	}
-	for s := from; !s.After(cur) && ctx.Err() == nil; s = c.cfg.Grid.Add(s, 1) {
-		if !c.cfg.Ownership.Owns(c.cfg.Server, c.cfg.Grid.Position(s)) {
+	if int(cur.Sub(from)/g.Resolution) >= catchupMax {
+		from = g.Add(cur, -(catchupMax - 1))
+	}
+	var complete map[time.Time]bool
+	if from.Before(cur) {
+		var err error
+		if complete, err = c.completeSlots(ctx, from, cur); err != nil {
+			c.setHealth(fmt.Errorf("prescient: tick: read ledger: %w", err))
+			return
+		}
+	}
+	for s := from; !s.After(cur) && ctx.Err() == nil; s = g.Add(s, 1) {
+		if !c.owns(g.Position(s)) || complete[s] {
 			continue
 		}
 		kind := KindFire
 		if s.Before(cur) {
 			kind = KindCatchup
-			if done, err := c.slotComplete(ctx, s); err != nil || done {
-				continue
-			}
 		}
 		if _, err := c.fireSlot(ctx, c.hardCtxOr(ctx), s, kind); err != nil {
-			c.log.Error("fire slot", "slot", s, "error", err)
+			// Leave lastGood where it is: the next tick retries from here.
+			c.setHealth(err)
+			return
 		}
 	}
-	c.lastTick = cur
+	if ctx.Err() == nil {
+		c.lastGood = cur
+		c.setHealth(nil)
+	}
 }
 
-// slotComplete reports whether any server has finished firing slot s.
-func (c *Client) slotComplete(ctx context.Context, s time.Time) (bool, error) {
-	recs, err := c.store.SlotList(ctx, &SlotListParams{Since: s, Until: s.Add(time.Microsecond)})
+// completeSlots returns the slots in [from, until) that some server finished
+// firing.
+func (c *Client) completeSlots(ctx context.Context, from, until time.Time) (map[time.Time]bool, error) {
+	recs, err := c.store.SlotList(ctx, &SlotListParams{Since: from, Until: until, Limit: catchupMax * 4})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	out := make(map[time.Time]bool)
 	for _, r := range recs {
 		if r.Complete() {
-			return true, nil
+			out[r.Slot.UTC()] = true
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 func (c *Client) hardCtxOr(ctx context.Context) context.Context {
@@ -175,16 +210,6 @@ func (c *Client) hardCtxOr(ctx context.Context) context.Context {
 		return c.hardCtx
 	}
 	return ctx
-}
-
-func (c *Client) ownedPositions() []int {
-	var out []int
-	for p := range c.cfg.Grid.Positions() {
-		if c.cfg.Ownership.Owns(c.cfg.Server, p) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // SweepResult says what a sweep did.

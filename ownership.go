@@ -1,0 +1,140 @@
+package prescient
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// ownership tracks which positions this server fires and whether its store
+// answers.
+type ownership struct {
+	mu        sync.RWMutex
+	auto      slots.Ownership // the last assignment, with AutoOwnership
+	healthErr error
+	healthy   bool
+}
+
+// owns reports whether this server fires position p.
+func (c *Client) owns(p int) bool {
+	if !c.cfg.AutoOwnership {
+		return c.cfg.Ownership.Owns(c.cfg.Server, p)
+	}
+	c.own.mu.RLock()
+	defer c.own.mu.RUnlock()
+	return slices.Contains(c.own.auto[c.cfg.Server], p)
+}
+
+// Positions returns the positions this server fires now, ascending. With
+// automatic ownership it is empty until the first heartbeat.
+func (c *Client) Positions() []int {
+	var out []int
+	for p := range c.cfg.Grid.Positions() {
+		if c.owns(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Heartbeat records in the store that this server is alive, with the
+// positions it fires. With automatic ownership it first reads the live
+// servers (those whose last heartbeat is within ServerTimeout, and itself)
+// and takes the positions slots.Assign gives it. A running client calls it
+// every Config.Heartbeat; tests and simulations call it after moving the
+// clock. Its error is also what Ready reports.
+func (c *Client) Heartbeat(ctx context.Context) error {
+	now := c.now()
+	if c.cfg.AutoOwnership {
+		servers, err := c.store.ServerList(ctx)
+		if err != nil {
+			return c.setHealth(fmt.Errorf("prescient: heartbeat: list servers: %w", err))
+		}
+		live := []string{c.cfg.Server}
+		for _, s := range servers {
+			if now.Sub(s.HeartbeatAt) <= c.cfg.ServerTimeout {
+				live = append(live, s.Name)
+			}
+		}
+		next := slots.Assign(live, c.cfg.Grid.Positions())
+		c.own.mu.Lock()
+		before := c.own.auto[c.cfg.Server]
+		c.own.auto = next
+		c.own.mu.Unlock()
+		if !slices.Equal(before, next[c.cfg.Server]) {
+			c.log.Info("positions changed", "live_servers", len(slices.Compact(slices.Sorted(slices.Values(live)))), "from", before, "to", next[c.cfg.Server])
+		}
+	}
+	err := c.store.ServerHeartbeat(ctx, &Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
+	if err != nil {
+		return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err))
+	}
+	return c.setHealth(nil)
+}
+
+// Ready returns nil when the server's last use of the store succeeded, and
+// the error that failed otherwise. A server that is not ready keeps running
+// and retrying; once the store answers again it catches up the slots it
+// missed and sweeps overdue jobs.
+func (c *Client) Ready() error {
+	c.own.mu.RLock()
+	defer c.own.mu.RUnlock()
+	if !c.own.healthy && c.own.healthErr == nil {
+		return fmt.Errorf("prescient: not started")
+	}
+	return c.own.healthErr
+}
+
+// setHealth records the outcome of a use of the store and returns err. A
+// recovery (an error followed by success) starts a catch-up sweep.
+func (c *Client) setHealth(err error) error {
+	c.own.mu.Lock()
+	recovered := err == nil && c.own.healthErr != nil
+	wasHealthy := c.own.healthy
+	c.own.healthErr, c.own.healthy = err, err == nil
+	c.own.mu.Unlock()
+	switch {
+	case err != nil && wasHealthy:
+		c.log.Error("store unavailable: not ready, retrying", "error", err)
+	case recovered:
+		c.log.Info("store available again: ready, catching up")
+		c.afterRecovery()
+	}
+	return err
+}
+
+// afterRecovery sweeps in the background once the store is back, so that
+// jobs overdue because of the outage run without waiting for the schedule.
+func (c *Client) afterRecovery() {
+	c.mu.Lock()
+	running, work, hard := c.running, c.workCtx, c.hardCtx
+	c.mu.Unlock()
+	if !running {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if _, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
+			c.log.Error("catch-up sweep", "error", err)
+		}
+	}()
+}
+
+// heartbeatLoop heartbeats every Config.Heartbeat until ctx ends.
+func (c *Client) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = c.Heartbeat(ctx) // logged by setHealth; Ready reports it
+		}
+	}
+}
