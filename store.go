@@ -67,8 +67,11 @@ type Store interface {
 	//
 	// fn's writes through its checks.Tx are kept only if fn's result does not
 	// ask to discard them; the decisions are applied either way. If the
-	// transaction died under fn (a cancelled query, a lost connection) the
-	// store applies the decisions in a fresh transaction, re-claiming the rows.
+	// transaction died under fn (a cancelled query, a lost connection), the
+	// writes are lost: when fn meant to keep them the store applies nothing
+	// and returns an error (the jobs stay due and run again: an effect is
+	// never recorded without its write); when fn discarded them the store
+	// applies the decisions in a fresh transaction, re-claiming the rows.
 	// It returns the number of jobs claimed.
 	JobsProcess(ctx context.Context, p *JobsProcessParams, fn ProcessFunc) (int, error)
 	// JobsReslot moves every pending job with next_check_at before p.Before to

@@ -60,8 +60,8 @@ type Tx interface {
 	Driver() any
 }
 
-// Row is one result row; Scan reports ErrNoRows (from the store's
-// translation) when there was none.
+// Row is one result row; Scan returns an error wrapping prescient.ErrNotFound
+// when the query returned no row.
 type Row interface {
 	Scan(dest ...any) error
 }

@@ -1,0 +1,37 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// interpretError translates an error from pgx into the domain's terms at the
+// store's boundary: no rows is prescient.ErrNotFound, and a server error keeps
+// its message, detail, hint and SQLSTATE but not its pgconn type. Other errors
+// (a cancelled context, a lost connection) pass through unchanged, so that
+// errors.Is still finds context.Canceled and its kin.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return prescient.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := pgErr.Message
+		if pgErr.Detail != "" {
+			msg += ": " + pgErr.Detail
+		}
+		if pgErr.Hint != "" {
+			msg += " (hint: " + pgErr.Hint + ")"
+		}
+		return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)
+	}
+	return err
+}

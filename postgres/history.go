@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient/history"
+)
+
+// HistoryList validates f and returns the matching records, newest first (by
+// finished_at, then id), at most f.EffectiveLimit().
+func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.Record, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Entity != "" {
+		add("entity = $%d", f.Entity)
+	}
+	if f.Key != "" {
+		add("entity_key = $%d", f.Key)
+	}
+	if f.Check != "" {
+		add("check_name = $%d", f.Check)
+	}
+	if len(f.Outcomes) > 0 {
+		names := make([]string, len(f.Outcomes))
+		for i, o := range f.Outcomes {
+			names[i] = string(o)
+		}
+		add("outcome = ANY($%d)", names)
+	}
+	if !f.Since.IsZero() {
+		add("finished_at >= $%d", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("finished_at < $%d", f.Until)
+	}
+	sql := `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
+		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+		finished_at, finished_by
+		FROM prescient_history`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, f.EffectiveLimit())
+	sql += fmt.Sprintf(" ORDER BY finished_at DESC, id DESC LIMIT $%d", len(args))
+
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// scanRecord reads one history row.
+func scanRecord(row pgx.CollectableRow) (*history.Record, error) {
+	var (
+		r                     history.Record
+		last                  *time.Time
+		lastErr               *string
+		runtimeUS, latenessUS int64
+		payload               []byte
+	)
+	if err := row.Scan(&r.ID, &r.Entity, &r.Key, &r.Check, &r.Outcome, &r.FirstCheckAt, &last,
+		&r.CheckCount, &r.FailureCount, &runtimeUS, &latenessUS, &lastErr, &payload,
+		&r.CreatedAt, &r.FinishedAt, &r.FinishedBy); err != nil {
+		return nil, err
+	}
+	r.FirstCheckAt = r.FirstCheckAt.UTC()
+	r.LastCheckAt = utcOrZero(last)
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.FinishedAt = r.FinishedAt.UTC()
+	r.Runtime = duration(runtimeUS)
+	r.Lateness = duration(latenessUS)
+	if lastErr != nil {
+		r.LastError = *lastErr
+	}
+	if payload != nil {
+		r.Payload = payload
+	}
+	return &r, nil
+}
+
+// HistoryCounts counts records per outcome finished at or after since;
+// outcomes with no record are absent from the map.
+func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT outcome, count(*) FROM prescient_history WHERE finished_at >= $1 GROUP BY outcome`, since)
+	if err != nil {
+		return nil, fmt.Errorf("count history: %w", interpretError(err))
+	}
+	counts := make(map[history.Outcome]int)
+	var (
+		o history.Outcome
+		n int
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&o, &n}, func() error {
+		counts[o] = n
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("count history: %w", interpretError(err))
+	}
+	return counts, nil
+}
+
+// HistoryPrune deletes, in one transaction, the records finished before
+// before and the ledger rows of slots before it.
+func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM prescient_history WHERE finished_at < $1`, before)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
+	}
+	return int(n), nil
+}

@@ -1,0 +1,426 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// jobColumns are the columns scanJob reads, qualified with the alias j.
+const jobColumns = `j.id, j.entity, j.entity_key, j.check_name, j.first_check_at, j.next_check_at,
+	j.last_check_at, j.check_count, j.failure_count, j.last_error, j.runtime_us, j.lateness_us,
+	j.payload, j.created_at, j.updated_at`
+
+// scanJob reads jobColumns, followed by extra destinations.
+func scanJob(row pgx.Row, extra ...any) (*prescient.Job, error) {
+	var (
+		j                     prescient.Job
+		last                  *time.Time
+		lastErr               *string
+		runtimeUS, latenessUS int64
+		payload               []byte
+	)
+	dest := append([]any{&j.ID, &j.Entity, &j.Key, &j.Check, &j.FirstCheckAt, &j.NextCheckAt,
+		&last, &j.CheckCount, &j.FailureCount, &lastErr, &runtimeUS, &latenessUS,
+		&payload, &j.CreatedAt, &j.UpdatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	j.FirstCheckAt = j.FirstCheckAt.UTC()
+	j.NextCheckAt = j.NextCheckAt.UTC()
+	j.LastCheckAt = utcOrZero(last)
+	j.CreatedAt = j.CreatedAt.UTC()
+	j.UpdatedAt = j.UpdatedAt.UTC()
+	if lastErr != nil {
+		j.LastError = *lastErr
+	}
+	j.Runtime = duration(runtimeUS)
+	j.Lateness = duration(latenessUS)
+	if payload != nil {
+		j.Payload = json.RawMessage(payload)
+	}
+	return &j, nil
+}
+
+// jobKey is a job's identity.
+type jobKey struct{ entity, key, check string }
+
+// JobSchedule upserts params in the caller's transaction or its own. Each
+// rule's jobs go to the database in one statement; a job named more than once
+// in params is applied once per mention, in order, as if scheduled by
+// successive calls. An empty OnConflict means ConflictReplace; a pending job
+// met with ConflictKeep is locked until the transaction ends, like one that is
+// replaced.
+func (s *Store) JobSchedule(ctx context.Context, tx any, params []*prescient.JobScheduleParams) ([]*prescient.JobScheduleResult, error) {
+	for _, p := range params {
+		if p.OnConflict != "" && p.OnConflict != prescient.ConflictReplace && p.OnConflict != prescient.ConflictKeep {
+			return nil, fmt.Errorf("schedule %s/%s/%s: unknown conflict rule %q (want %q or %q)",
+				p.Entity, p.Key, p.Check, p.OnConflict, prescient.ConflictReplace, prescient.ConflictKeep)
+		}
+	}
+	if len(params) == 0 {
+		_, err := callerTx(tx)
+		return nil, err
+	}
+	results := make([]*prescient.JobScheduleResult, len(params))
+	err := s.inTx(ctx, tx, func(tx pgx.Tx) error {
+		for _, round := range scheduleRounds(params) {
+			var replace, keep []int
+			for _, i := range round {
+				if params[i].OnConflict == prescient.ConflictKeep {
+					keep = append(keep, i)
+				} else {
+					replace = append(replace, i)
+				}
+			}
+			if err := scheduleReplace(ctx, tx, params, replace, results); err != nil {
+				return err
+			}
+			if err := scheduleKeep(ctx, tx, params, keep, results); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), interpretError(err))
+	}
+	return results, nil
+}
+
+// scheduleRounds splits the indexes of params into rounds in which no job
+// appears twice (round n holds the n-th mention of each job), because one
+// upsert statement may not touch a row twice.
+func scheduleRounds(params []*prescient.JobScheduleParams) [][]int {
+	seen := make(map[jobKey]int, len(params))
+	var rounds [][]int
+	for i, p := range params {
+		k := jobKey{p.Entity, p.Key, p.Check}
+		n := seen[k]
+		seen[k] = n + 1
+		if n == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[n] = append(rounds[n], i)
+	}
+	return rounds
+}
+
+// scheduleArgs returns the unnest arrays of the jobs params[idx].
+func scheduleArgs(params []*prescient.JobScheduleParams, idx []int) []any {
+	var (
+		entities = make([]string, len(idx))
+		keys     = make([]string, len(idx))
+		checks   = make([]string, len(idx))
+		ats      = make([]time.Time, len(idx))
+		payloads = make([]*string, len(idx))
+		nows     = make([]time.Time, len(idx))
+	)
+	for n, i := range idx {
+		p := params[i]
+		entities[n], keys[n], checks[n], ats[n], nows[n] = p.Entity, p.Key, p.Check, p.At, p.Now
+		if len(p.Payload) > 0 {
+			s := string(p.Payload)
+			payloads[n] = &s
+		}
+	}
+	return []any{entities, keys, checks, ats, payloads, nows}
+}
+
+// scheduleInsert is the insert half of both upserts; the ON CONFLICT clause
+// and RETURNING follow it.
+const scheduleInsert = `
+	INSERT INTO prescient_jobs AS j
+		(entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
+	SELECT i.entity, i.entity_key, i.check_name, i.at, i.at, i.payload::jsonb, i.now, i.now
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[])
+		AS i(entity, entity_key, check_name, at, payload, now)
+	ON CONFLICT (entity, entity_key, check_name) DO UPDATE`
+
+// scheduleReplace upserts the jobs params[idx] with ConflictReplace.
+func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*prescient.JobScheduleParams, idx []int, results []*prescient.JobScheduleResult) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, scheduleInsert+`
+		SET next_check_at = excluded.next_check_at,
+			payload = coalesce(excluded.payload, j.payload),
+			failure_count = 0,
+			last_error = NULL,
+			updated_at = excluded.updated_at
+		RETURNING `+jobColumns+`, j.xmax = 0`, scheduleArgs(params, idx)...)
+	if err != nil {
+		return err
+	}
+	got, err := collectScheduled(rows)
+	if err != nil {
+		return err
+	}
+	return placeScheduled(params, idx, got, results)
+}
+
+// scheduleKeep upserts the jobs params[idx] with ConflictKeep: the insert
+// returns the new rows only, and locks the pending ones it leaves alone, which
+// a second query then reads.
+func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*prescient.JobScheduleParams, idx []int, results []*prescient.JobScheduleResult) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	args := scheduleArgs(params, idx)
+	rows, err := tx.Query(ctx, scheduleInsert+`
+		SET updated_at = j.updated_at WHERE false
+		RETURNING `+jobColumns+`, true`, args...)
+	if err != nil {
+		return err
+	}
+	got, err := collectScheduled(rows)
+	if err != nil {
+		return err
+	}
+	if len(got) < len(idx) {
+		rows, err := tx.Query(ctx, `
+			SELECT `+jobColumns+`, false FROM prescient_jobs j
+			JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(entity, entity_key, check_name)
+				ON j.entity = k.entity AND j.entity_key = k.entity_key AND j.check_name = k.check_name`,
+			args[:3]...)
+		if err != nil {
+			return err
+		}
+		kept, err := collectScheduled(rows)
+		if err != nil {
+			return err
+		}
+		for k, r := range kept {
+			if _, ok := got[k]; !ok {
+				got[k] = r
+			}
+		}
+	}
+	return placeScheduled(params, idx, got, results)
+}
+
+// collectScheduled reads rows of jobColumns and an inserted flag by identity.
+func collectScheduled(rows pgx.Rows) (map[jobKey]*prescient.JobScheduleResult, error) {
+	defer rows.Close()
+	got := make(map[jobKey]*prescient.JobScheduleResult)
+	for rows.Next() {
+		var inserted bool
+		j, err := scanJob(rows, &inserted)
+		if err != nil {
+			return nil, err
+		}
+		got[jobKey{j.Entity, j.Key, j.Check}] = &prescient.JobScheduleResult{Job: j, Inserted: inserted}
+	}
+	return got, rows.Err()
+}
+
+// placeScheduled puts each job's row at its params index.
+func placeScheduled(params []*prescient.JobScheduleParams, idx []int, got map[jobKey]*prescient.JobScheduleResult, results []*prescient.JobScheduleResult) error {
+	for _, i := range idx {
+		p := params[i]
+		r, ok := got[jobKey{p.Entity, p.Key, p.Check}]
+		if !ok {
+			return fmt.Errorf("job %s/%s/%s missing after upsert", p.Entity, p.Key, p.Check)
+		}
+		results[i] = r
+	}
+	return nil
+}
+
+// JobReschedule moves the job's next check to p.At in the caller's
+// transaction or its own. It leaves the failure count alone, unlike
+// scheduling with ConflictReplace.
+func (s *Store) JobReschedule(ctx context.Context, tx any, p *prescient.JobRescheduleParams) (*prescient.Job, error) {
+	q, err := s.on(tx)
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
+	}
+	j, err := scanJob(q.QueryRow(ctx, `
+		UPDATE prescient_jobs j SET next_check_at = $4, updated_at = $5
+		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3
+		RETURNING `+jobColumns, p.Entity, p.Key, p.Check, p.At, p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, interpretError(err))
+	}
+	return j, nil
+}
+
+// historyMove follows a CTE named gone (DELETE … RETURNING j.*) and copies
+// its rows to history with the outcome, finished_at and finished_by in $4, $5
+// and $6.
+const historyMove = `
+	INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
+		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+		created_at, finished_at, finished_by)
+	SELECT id, entity, entity_key, check_name, $4::text, first_check_at,
+		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+		created_at, $5::timestamptz, $6::text
+	FROM gone`
+
+// JobCancel moves the matching jobs to history as cancelled, in the caller's
+// transaction or as one statement of its own. A job being processed is waited
+// for; if it is still pending afterwards, it is cancelled.
+func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelParams) (int, error) {
+	q, err := s.on(tx)
+	if err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, err)
+	}
+	tag, err := q.Exec(ctx, `
+		WITH gone AS (
+			DELETE FROM prescient_jobs j
+			WHERE j.entity = $1 AND j.entity_key = $2 AND ($3 = '' OR j.check_name = $3)
+			RETURNING j.*
+		)`+historyMove,
+		p.Entity, p.Key, p.Check, "cancelled", p.Now, p.By)
+	if err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// JobResolve moves to history as resolved the entity's jobs whose check
+// awaits p.Event in prescient_catalog, in the caller's transaction or as one
+// statement of its own.
+func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveParams) (int, error) {
+	q, err := s.on(tx)
+	if err != nil {
+		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, err)
+	}
+	tag, err := q.Exec(ctx, `
+		WITH gone AS (
+			DELETE FROM prescient_jobs j
+			WHERE j.entity = $1 AND j.entity_key = $2
+				AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE $3 = ANY (c.awaits))
+			RETURNING j.*
+		)`+historyMove,
+		p.Entity, p.Key, p.Event, "resolved", p.Now, p.By)
+	if err != nil {
+		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// JobGet returns the pending job (entity, key, check), or ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescient.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, `
+		SELECT `+jobColumns+` FROM prescient_jobs j
+		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3`, entity, key, check))
+	if err != nil {
+		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(err))
+	}
+	return j, nil
+}
+
+// JobsDue pages through the slot on the (next_check_at, id) index.
+func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*prescient.DueJob, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, check_name FROM prescient_jobs
+		WHERE next_check_at = $1 AND id > $2
+		ORDER BY id LIMIT $3`, p.Slot, p.AfterID, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.DueJob, error) {
+		var d prescient.DueJob
+		return &d, row.Scan(&d.ID, &d.Check)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	return due, nil
+}
+
+// JobsOverdueSlots skips from one distinct slot to the next on the
+// (next_check_at, id) index, so its cost follows the number of slots listed,
+// not the number of overdue jobs.
+func (s *Store) JobsOverdueSlots(ctx context.Context, before time.Time, limit int) ([]time.Time, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH RECURSIVE s(slot) AS (
+			(SELECT next_check_at FROM prescient_jobs WHERE next_check_at < $1 ORDER BY next_check_at LIMIT 1)
+			UNION ALL
+			SELECT (SELECT j.next_check_at FROM prescient_jobs j
+				WHERE j.next_check_at > s.slot AND j.next_check_at < $1
+				ORDER BY j.next_check_at LIMIT 1)
+			FROM s WHERE s.slot IS NOT NULL
+		)
+		SELECT slot FROM s WHERE slot IS NOT NULL LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (time.Time, error) {
+		var t time.Time
+		err := row.Scan(&t)
+		return t.UTC(), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// JobsReslot moves overdue jobs not held by a processor to p.To.
+func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
+		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 FOR UPDATE SKIP LOCKED)`,
+		p.Before, p.To, p.Now)
+	if err != nil {
+		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// JobStats reads its figures from one snapshot. It counts the whole pending
+// table and is meant for status, not for a hot path. Upcoming lists at most
+// p.Upcoming slots (none when it is 0).
+func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*prescient.JobStats, error) {
+	st := &prescient.JobStats{ByCheck: make(map[string]int)}
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		var oldest *time.Time
+		err := tx.QueryRow(ctx, `
+			SELECT count(*), count(*) FILTER (WHERE next_check_at < $1), min(next_check_at)
+			FROM prescient_jobs`, p.Current).Scan(&st.Pending, &st.Overdue, &oldest)
+		if err != nil {
+			return err
+		}
+		if st.Overdue > 0 {
+			st.OldestOverdue = utcOrZero(oldest)
+		}
+		rows, err := tx.Query(ctx, `
+			SELECT next_check_at, count(*) FROM prescient_jobs
+			WHERE next_check_at >= $1 GROUP BY 1 ORDER BY 1 LIMIT $2`, p.Current, max(p.Upcoming, 0))
+		if err != nil {
+			return err
+		}
+		st.Upcoming, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (prescient.SlotLoad, error) {
+			var l prescient.SlotLoad
+			err := row.Scan(&l.Slot, &l.Jobs)
+			l.Slot = l.Slot.UTC()
+			return l, err
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT check_name, count(*) FROM prescient_jobs GROUP BY 1`)
+		if err != nil {
+			return err
+		}
+		var name string
+		var n int
+		_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+			st.ByCheck[name] = n
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("job stats: %w", interpretError(err))
+	}
+	return st, nil
+}

@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/prescient-dev/prescient/migrations"
+)
+
+// migrationsTable is goose's version table, kept in the store's schema.
+const migrationsTable = "prescient_migrations"
+
+// Migrate applies the pending migrations of migrations.Postgres, creating the
+// store's schema first if it has one and it is missing. It is safe to run
+// repeatedly and from several processes at once: concurrent runs serialise on
+// an advisory lock keyed by the schema (polled every second for up to ten
+// minutes), so stores in different schemas migrate independently.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.createSchema(ctx); err != nil {
+		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(err))
+	}
+	fsys, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(s.lockID()), lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	// Closing the *sql.DB leaves the pool open.
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithSessionLocker(locker),
+		goose.WithTableName(migrationsTable),
+		goose.WithDisableGlobalRegistry(true),
+	)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", interpretError(err))
+	}
+	return nil
+}
+
+// createSchema creates the store's schema if it has one. Two concurrent
+// CREATE SCHEMA IF NOT EXISTS can still collide on the catalog's unique index,
+// so it runs under the migration lock.
+func (s *Store) createSchema(ctx context.Context) error {
+	if s.schema == "" {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockID()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize())
+		return err
+	})
+}
+
+// lockID is the advisory lock key migrations of this store's schema hold.
+func (s *Store) lockID() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("prescient migrations\x00" + s.schema))
+	return int64(h.Sum64())
+}

@@ -1,0 +1,565 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/storetest"
+)
+
+// open returns a store on a new schema that is not migrated yet.
+func open(t testing.TB, url, schema string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema, MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// newStore returns a migrated, empty store on a schema of its own.
+func newStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	s := open(t, url, schema)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) *storetest.Harness {
+		s := newStore(t)
+		return &storetest.Harness{
+			Store: s,
+			Exec: func(ctx context.Context, sql string, args ...any) error {
+				_, err := s.Pool().Exec(ctx, sql, args...)
+				return err
+			},
+			QueryInt: func(ctx context.Context, sql string, args ...any) (int64, error) {
+				var n int64
+				err := s.Pool().QueryRow(ctx, sql, args...).Scan(&n)
+				return n, err
+			},
+			BeginTx: func(ctx context.Context) (*storetest.Tx, error) {
+				tx, err := s.Pool().Begin(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return &storetest.Tx{
+					Tx:       tx,
+					Commit:   func() error { return tx.Commit(ctx) },
+					Rollback: func() error { return tx.Rollback(ctx) },
+				}, nil
+			},
+		}
+	})
+}
+
+// sqlSchedule calls prescient_schedule with the default payload and rule.
+func sqlSchedule(t *testing.T, s *postgres.Store, key string, at time.Time) (time.Time, error) {
+	t.Helper()
+	var got time.Time
+	err := s.Pool().QueryRow(t.Context(), `SELECT prescient_schedule('order', $1, 'unshipped', $2)`, key, at).Scan(&got)
+	return got.UTC(), err
+}
+
+func TestSQLScheduleRoundsLikeGrid(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if _, err := sqlSchedule(t, s, "none", time.Now()); err == nil || !strings.Contains(err.Error(), "no slot grid") {
+		t.Errorf("schedule before a grid is saved: %v, want an error saying no slot grid is saved", err)
+	}
+	grids := []slots.Grid{
+		{Resolution: 15 * time.Minute},
+		{Resolution: time.Hour, Offset: 7*time.Minute + 500*time.Millisecond},
+		{Resolution: 1500 * time.Millisecond, Offset: time.Millisecond},
+	}
+	times := []time.Time{
+		time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC),
+		time.Date(2031, 3, 4, 5, 7, 30, 0, time.UTC),
+		time.Date(2031, 3, 4, 5, 7, 30, 1000, time.UTC),
+		time.Date(2031, 3, 4, 5, 7, 29, 999999000, time.UTC),
+		time.Date(2031, 3, 4, 5, 59, 59, 999999000, time.UTC),
+		time.Date(2031, 3, 4, 11, 30, 0, 0, time.FixedZone("IST", 5*3600+30*60)),
+		time.Date(1969, 12, 31, 23, 52, 0, 1000, time.UTC),
+		time.Date(1901, 6, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2262, 1, 1, 0, 0, 0, 123000, time.UTC),
+	}
+	for gi, g := range grids {
+		if err := s.GridSave(t.Context(), g); err != nil {
+			t.Fatalf("save grid %v: %v", g, err)
+		}
+		for ti, at := range times {
+			key := fmt.Sprintf("g%d-t%d", gi, ti)
+			got, err := sqlSchedule(t, s, key, at)
+			if err != nil {
+				t.Fatalf("prescient_schedule(%s): %v", at.Format(time.RFC3339Nano), err)
+			}
+			if want := g.Ceil(at); !got.Equal(want) {
+				t.Errorf("grid %v: prescient_schedule(%s) = %s, want %s",
+					g, at.Format(time.RFC3339Nano), got.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+			}
+			j, err := s.JobGet(t.Context(), "order", key, "unshipped")
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !j.NextCheckAt.Equal(got) || !j.FirstCheckAt.Equal(got) {
+				t.Errorf("stored next %v first %v, want both %v", j.NextCheckAt, j.FirstCheckAt, got)
+			}
+		}
+	}
+}
+
+func TestSQLScheduleConflictRules(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if err := s.GridSave(t.Context(), slots.Grid{Resolution: 15 * time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	base := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+	call := func(at time.Time, payload any, rule string) (time.Time, error) {
+		var got time.Time
+		err := s.Pool().QueryRow(t.Context(),
+			`SELECT prescient_schedule('order', '1', 'unshipped', $1, $2::jsonb, $3)`, at, payload, rule).Scan(&got)
+		return got.UTC(), err
+	}
+	if got, err := call(base.Add(time.Minute), `{"v": 1}`, "replace"); err != nil || !got.Equal(base.Add(15*time.Minute)) {
+		t.Fatalf("first schedule: %v, %v", got, err)
+	}
+	if got, err := call(base.Add(time.Hour), `{"v": 2}`, "keep"); err != nil || !got.Equal(base.Add(15*time.Minute)) {
+		t.Errorf("keep: returned %v, %v; want the pending job's %v", got, err, base.Add(15*time.Minute))
+	}
+	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
+	if err != nil || string(j.Payload) != `{"v": 1}` {
+		t.Errorf("after keep: %+v, %v; want payload {\"v\": 1}", j, err)
+	}
+	if got, err := call(base.Add(time.Hour), nil, "replace"); err != nil || !got.Equal(base.Add(time.Hour)) {
+		t.Errorf("replace: %v, %v; want %v", got, err, base.Add(time.Hour))
+	}
+	j, err = s.JobGet(t.Context(), "order", "1", "unshipped")
+	if err != nil || string(j.Payload) != `{"v": 1}` || !j.FirstCheckAt.Equal(base.Add(15*time.Minute)) {
+		t.Errorf("after replace without payload: %+v, %v; want payload kept and first check %v", j, err, base.Add(15*time.Minute))
+	}
+	if _, err := call(base, nil, "overwrite"); err == nil || !strings.Contains(err.Error(), `invalid conflict rule "overwrite"`) {
+		t.Errorf("unknown rule: %v, want an error naming it", err)
+	}
+}
+
+func TestSQLCancelAndResolve(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	if err := s.GridSave(ctx, slots.Grid{Resolution: 15 * time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	if err := s.CatalogSave(ctx, []prescient.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
+		t.Fatalf("save catalog: %v", err)
+	}
+	at := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+	for _, c := range []string{"unshipped", "unpaid", "unreviewed"} {
+		for _, k := range []string{"1", "2"} {
+			if _, err := s.Pool().Exec(ctx, `SELECT prescient_schedule('order', $1, $2, $3)`, k, c, at); err != nil {
+				t.Fatalf("schedule: %v", err)
+			}
+		}
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	if n := count(`SELECT prescient_resolve('order', '1', 'paid')`); n != 1 {
+		t.Errorf("resolve paid: %d, want 1", n)
+	}
+	if n := count(`SELECT prescient_cancel('order', '1', 'unshipped')`); n != 1 {
+		t.Errorf("cancel one check: %d, want 1", n)
+	}
+	if n := count(`SELECT prescient_cancel('order', '2')`); n != 3 {
+		t.Errorf("cancel every check: %d, want 3", n)
+	}
+	if n := count(`SELECT prescient_cancel('order', '2')`); n != 0 {
+		t.Errorf("cancel again: %d, want 0", n)
+	}
+	recs, err := s.HistoryList(ctx, history.Filter{})
+	if err != nil || len(recs) != 5 {
+		t.Fatalf("history: %d records, %v; want 5", len(recs), err)
+	}
+	outcomes := map[history.Outcome]int{}
+	for _, r := range recs {
+		outcomes[r.Outcome]++
+		if r.FinishedBy != "sql" || r.FinishedAt.IsZero() {
+			t.Errorf("record %d: finished by %q at %v, want sql and a time", r.ID, r.FinishedBy, r.FinishedAt)
+		}
+	}
+	if outcomes[history.Resolved] != 1 || outcomes[history.Cancelled] != 4 {
+		t.Errorf("outcomes %v, want 1 resolved, 4 cancelled", outcomes)
+	}
+	if _, err := s.JobGet(ctx, "order", "1", "unreviewed"); err != nil {
+		t.Errorf("untouched job: %v", err)
+	}
+
+	// Inside the caller's transaction, rolled back: nothing happens.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT prescient_cancel('order', '1'), prescient_schedule('order', '9', 'unshipped', $1)`, at); err != nil {
+		t.Fatalf("in tx: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if _, err := s.JobGet(ctx, "order", "1", "unreviewed"); err != nil {
+		t.Errorf("job cancelled in a rolled back tx: %v", err)
+	}
+	if _, err := s.JobGet(ctx, "order", "9", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+		t.Errorf("job scheduled in a rolled back tx: %v, want ErrNotFound", err)
+	}
+}
+
+func TestSQLFunctionsOutsideSearchPath(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	s := open(t, url, schema)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	if err := s.GridSave(t.Context(), slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	// An application's connection need not have the schema in its search_path.
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.Background())
+	q := pgx.Identifier{schema}.Sanitize()
+	at := time.Date(2031, 3, 4, 5, 0, 30, 0, time.UTC)
+	var got time.Time
+	if err := conn.QueryRow(t.Context(), `SELECT `+q+`.prescient_schedule('order', '1', 'unshipped', $1)`, at).Scan(&got); err != nil {
+		t.Fatalf("schema-qualified prescient_schedule: %v", err)
+	}
+	if want := at.Add(30 * time.Second); !got.Equal(want) {
+		t.Errorf("prescient_schedule = %v, want %v", got, want)
+	}
+	var n int
+	if err := conn.QueryRow(t.Context(), `SELECT `+q+`.prescient_cancel('order', '1')`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema-qualified prescient_cancel: %d, %v; want 1, nil", n, err)
+	}
+}
+
+func TestSQLValidatesNames(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if err := s.GridSave(t.Context(), slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	at := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+	names := []string{"order", "a", "_x", "9lives", "a.b:c-d_e", strings.Repeat("n", 100),
+		"", "-x", ".x", "bad name", "tab\tname", "ünïcode", strings.Repeat("n", 101), "semi;colon", `quo"te`}
+	for _, name := range names {
+		calls := []struct {
+			what, sql string
+			args      []any
+		}{
+			{"entity", `SELECT prescient_schedule($1, 'k', 'unshipped', $2)`, []any{name, at}},
+			{"check", `SELECT prescient_schedule('order', 'k', $1, $2)`, []any{name, at}},
+			{"entity", `SELECT prescient_cancel($1, 'k')`, []any{name}},
+			{"check", `SELECT prescient_cancel('order', 'k', $1)`, []any{name}},
+			{"event", `SELECT prescient_resolve('order', 'k', $1)`, []any{name}},
+		}
+		for _, c := range calls {
+			_, err := s.Pool().Exec(t.Context(), c.sql, c.args...)
+			goErr := checks.ValidateName(c.what, name)
+			if goErr == nil {
+				if err != nil {
+					t.Errorf("%s with %s name %q: %v, want success as checks.ValidateName allows it", c.sql, c.what, name, err)
+				}
+				continue
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+				t.Errorf("%s with %s name %q: %v, want SQLSTATE 22023", c.sql, c.what, name, err)
+				continue
+			}
+			if pgErr.Message != goErr.Error() {
+				t.Errorf("%s with %s name %q:\n got %s\nwant %s", c.sql, c.what, name, pgErr.Message, goErr)
+			}
+		}
+	}
+}
+
+func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.SchemaName(t)
+	stores := []*postgres.Store{open(t, url, schema), open(t, url, schema), open(t, url, schema)}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migrate %d: %v", i, err)
+		}
+	}
+	if err := stores[0].Migrate(t.Context()); err != nil {
+		t.Errorf("migrate again: %v", err)
+	}
+	var applied, tables int
+	err := stores[0].Pool().QueryRow(t.Context(), `
+		SELECT (SELECT count(*) FROM prescient_migrations WHERE version_id > 0 AND is_applied),
+			(SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'prescient\_%')`,
+		schema).Scan(&applied, &tables)
+	if err != nil {
+		t.Fatalf("read migration state: %v", err)
+	}
+	if applied != 1 || tables != 7 {
+		t.Errorf("after concurrent migrations: %d versions applied, %d prescient tables in the schema; want 1 and 7 (six tables and goose's)", applied, tables)
+	}
+	if _, err := stores[1].JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+		Entity: "order", Key: "1", Check: "unshipped", At: time.Now().UTC(), Now: time.Now().UTC(),
+	}}); err != nil {
+		t.Errorf("schedule after migrating: %v", err)
+	}
+}
+
+func TestTxTypeNamesWhatItGot(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	db := stdlib.OpenDBFromPool(s.Pool())
+	defer db.Close()
+	sqlTx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer sqlTx.Rollback()
+	_, err = s.JobCancel(t.Context(), sqlTx, &prescient.JobCancelParams{Entity: "order", Key: "1", By: "api"})
+	if !errors.Is(err, prescient.ErrTxType) || !strings.Contains(err.Error(), "*sql.Tx") {
+		t.Errorf("cancel with a *sql.Tx: %v, want ErrTxType naming *sql.Tx", err)
+	}
+}
+
+// slotAt is a fixed slot for the processing tests.
+var slotAt = time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+
+// scheduleAt schedules jobs order/<key>/unshipped at slot s and returns their ids.
+func scheduleAt(t *testing.T, s *postgres.Store, at time.Time, keys ...string) []int64 {
+	t.Helper()
+	var params []*prescient.JobScheduleParams
+	for _, k := range keys {
+		params = append(params, &prescient.JobScheduleParams{Entity: "order", Key: k, Check: "unshipped", At: at, Now: at})
+	}
+	res, err := s.JobSchedule(t.Context(), nil, params)
+	if err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids
+}
+
+func TestReslotSkipsJobsBeingProcessed(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	held := scheduleAt(t, s, slotAt, "held")
+	scheduleAt(t, s, slotAt, "free")
+	to := slotAt.Add(time.Hour)
+	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: held, Slot: slotAt, Now: slotAt, Server: "srv-1"},
+		func(ctx context.Context, _ checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			n, err := s.JobsReslot(ctx, &prescient.JobsReslotParams{Before: to, To: to, Now: slotAt})
+			if err != nil || n != 1 {
+				t.Errorf("reslot while one job is held: %d, %v; want 1, nil", n, err)
+			}
+			return &prescient.ProcessResult{Decisions: make([]prescient.Decision, len(jobs))}
+		})
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	for key, want := range map[string]time.Time{"held": slotAt, "free": to} {
+		j, err := s.JobGet(t.Context(), "order", key, "unshipped")
+		if err != nil || !j.NextCheckAt.Equal(want) {
+			t.Errorf("job %s: %+v, %v; want it at %v", key, j, err, want)
+		}
+	}
+}
+
+func TestProcessDiscardsAfterACancelledQuery(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if _, err := s.Pool().Exec(t.Context(), `CREATE TABLE effects (job_id bigint PRIMARY KEY)`); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	ids := scheduleAt(t, s, slotAt, "1", "2")
+	next := slotAt.Add(15 * time.Minute)
+	n, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
+		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, jobs[0].ID); err != nil {
+				t.Errorf("write effect: %v", err)
+			}
+			// A check's query cut short by its runtime guard aborts the
+			// transaction; discarding the checks' writes revives it.
+			qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if _, err := tx.Exec(qctx, `SELECT pg_sleep(30)`); err == nil {
+				t.Errorf("a query past its deadline succeeded")
+			}
+			return &prescient.ProcessResult{Discard: true, Decisions: []prescient.Decision{
+				{Next: next, Err: "runtime exceeded"},
+				{Outcome: history.Done, Checked: true},
+			}}
+		})
+	if err != nil || n != 2 {
+		t.Fatalf("process: %d, %v; want 2, nil", n, err)
+	}
+	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
+	if err != nil || !j.NextCheckAt.Equal(next) || j.FailureCount != 1 || j.LastError != "runtime exceeded" {
+		t.Errorf("failed job: %+v, %v; want it at %v with one failure", j, err, next)
+	}
+	if _, err := s.JobGet(t.Context(), "order", "2", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+		t.Errorf("done job still pending: %v", err)
+	}
+	var effects int
+	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil || effects != 0 {
+		t.Errorf("effects: %d, %v; want 0", effects, err)
+	}
+}
+
+func TestProcessCutsOffChecksThatOutliveTheirCall(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ids := scheduleAt(t, s, slotAt, "1")
+	next := slotAt.Add(15 * time.Minute)
+	straggler := make(chan error, 1)
+	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
+		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			started := make(chan struct{})
+			go func() {
+				close(started)
+				_, err := tx.Exec(context.Background(), `SELECT pg_sleep(30)`)
+				straggler <- err
+			}()
+			<-started
+			return &prescient.ProcessResult{Decisions: []prescient.Decision{{Next: next, Checked: true}}}
+		})
+	// Cutting the straggler off aborts the transaction, and the check's
+	// writes with it: nothing may be recorded, and the job stays due.
+	if err == nil {
+		t.Fatal("process: nil error; want the lost transaction reported")
+	}
+	if err := <-straggler; err == nil {
+		t.Errorf("a check's query after its call returned succeeded")
+	}
+	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
+	if err != nil || !j.NextCheckAt.Equal(slotAt) || j.CheckCount != 0 {
+		t.Errorf("job: %+v, %v; want it still due at %v with no check counted", j, err, slotAt)
+	}
+}
+
+// A check that meant to keep its writes loses them with the connection:
+// recording its results would claim effects that never committed, so the
+// jobs stay due, untouched, to run again.
+func TestProcessAppliesNothingWhenTheConnectionDiesUnderKeptWrites(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if _, err := s.Pool().Exec(t.Context(), `CREATE TABLE effects (job_id bigint PRIMARY KEY)`); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	ids := scheduleAt(t, s, slotAt, "1", "2")
+	next := slotAt.Add(15 * time.Minute)
+	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt.Add(time.Second), Server: "srv-1"},
+		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, jobs[0].ID); err != nil {
+				t.Errorf("write effect: %v", err)
+			}
+			if err := tx.Driver().(pgx.Tx).Conn().Close(ctx); err != nil {
+				t.Errorf("close the connection: %v", err)
+			}
+			return &prescient.ProcessResult{Decisions: []prescient.Decision{
+				{Next: next, Checked: true},
+				{Outcome: history.Done, Checked: true},
+			}}
+		})
+	if err == nil {
+		t.Fatal("process: nil error; want the lost transaction reported")
+	}
+	for _, key := range []string{"1", "2"} {
+		j, err := s.JobGet(t.Context(), "order", key, "unshipped")
+		if err != nil || !j.NextCheckAt.Equal(slotAt) || j.CheckCount != 0 {
+			t.Errorf("job %s: %+v, %v; want it still due at %v, unchecked", key, j, err, slotAt)
+		}
+	}
+	recs, err := s.HistoryList(t.Context(), history.Filter{Entity: "order"})
+	if err != nil || len(recs) != 0 {
+		t.Errorf("history: %+v, %v; want none", recs, err)
+	}
+	var effects int
+	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil || effects != 0 {
+		t.Errorf("effects: %d, %v; want 0, lost with the connection", effects, err)
+	}
+}
+
+func TestProcessWithPgxDefaultCancellation(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	// pgx's default: a cancelled query closes the connection and cancels the
+	// server session asynchronously, so its locks may outlive the transaction
+	// JobsProcess sees die, and New must cope with such a pool.
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := postgres.New(pool, &postgres.Opts{Schema: schema})
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	ids := scheduleAt(t, s, slotAt, "1")
+	next := slotAt.Add(15 * time.Minute)
+	_, err = s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
+		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if _, err := tx.Exec(qctx, `SELECT pg_sleep(1)`); err == nil {
+				t.Errorf("a query past its deadline succeeded")
+			}
+			return &prescient.ProcessResult{Discard: true, Decisions: []prescient.Decision{{Next: next, Err: "runtime exceeded"}}}
+		})
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
+	if err != nil || !j.NextCheckAt.Equal(next) || j.FailureCount != 1 {
+		t.Errorf("job: %+v, %v; want it at %v with one failure", j, err, next)
+	}
+}

@@ -1,0 +1,60 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// ServerHeartbeat upserts the server's row with every field of srv.
+func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) error {
+	positions := srv.Positions
+	if positions == nil {
+		positions = []int{}
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
+			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions`,
+		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions)
+	if err != nil {
+		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(err))
+	}
+	return nil
+}
+
+// ServerList returns the registered servers by name; Positions is never nil.
+func (s *Store) ServerList(ctx context.Context) ([]*prescient.Server, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.Server, error) {
+		var srv prescient.Server
+		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions); err != nil {
+			return nil, err
+		}
+		srv.StartedAt = srv.StartedAt.UTC()
+		srv.HeartbeatAt = srv.HeartbeatAt.UTC()
+		if srv.Positions == nil {
+			srv.Positions = []int{}
+		}
+		return &srv, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// ServerDelete removes the server's row if there is one.
+func (s *Store) ServerDelete(ctx context.Context, name string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_servers WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("delete server %q: %w", name, interpretError(err))
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// slotDiff compares every field of a ledger row.
+func slotDiff(got, want *prescient.SlotRecord) diff {
+	var d diff
+	d.time("Slot", got.Slot, want.Slot)
+	d.val("Server", got.Server, want.Server)
+	d.val("Kind", got.Kind, want.Kind)
+	d.time("StartedAt", got.StartedAt, want.StartedAt)
+	d.time("FinishedAt", got.FinishedAt, want.FinishedAt)
+	d.val("Checked", got.Checked, want.Checked)
+	d.val("Rescheduled", got.Rescheduled, want.Rescheduled)
+	d.val("Failures", got.Failures, want.Failures)
+	d.val("Unknown", got.Unknown, want.Unknown)
+	if len(got.Outcomes) != 0 || len(want.Outcomes) != 0 {
+		d.val("Outcomes", got.Outcomes, want.Outcomes)
+	}
+	d.val("MaxLateness", got.MaxLateness, want.MaxLateness)
+	return d
+}
+
+// slotList returns the whole ledger.
+func slotList(t *testing.T, h *Harness, p *prescient.SlotListParams) []*prescient.SlotRecord {
+	t.Helper()
+	recs, err := h.Store.SlotList(t.Context(), p)
+	if err != nil {
+		t.Fatalf("list slots: %v", err)
+	}
+	return recs
+}
+
+func testLedger(t *testing.T, h *Harness) {
+	start := &prescient.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "fire", StartedAt: slot(1).Add(time.Millisecond)}
+	if err := h.Store.SlotStart(t.Context(), start); err != nil {
+		t.Fatalf("start slot: %v", err)
+	}
+	recs := slotList(t, h, &prescient.SlotListParams{})
+	if len(recs) != 1 {
+		t.Fatalf("ledger after start: %d rows, want 1", len(recs))
+	}
+	slotDiff(recs[0], start).check(t, "started slot")
+	if recs[0].Complete() {
+		t.Errorf("started slot is complete")
+	}
+
+	fin := *start
+	fin.FinishedAt = slot(1).Add(4 * time.Second)
+	fin.Checked, fin.Rescheduled, fin.Failures, fin.Unknown = 7, 3, 2, 1
+	fin.Outcomes = map[history.Outcome]int{history.Done: 2, history.Failed: 1}
+	fin.MaxLateness = 1500 * time.Millisecond
+	if err := h.Store.SlotFinish(t.Context(), &fin); err != nil {
+		t.Fatalf("finish slot: %v", err)
+	}
+	recs = slotList(t, h, &prescient.SlotListParams{})
+	if len(recs) != 1 {
+		t.Fatalf("ledger after finish: %d rows, want 1", len(recs))
+	}
+	slotDiff(recs[0], &fin).check(t, "finished slot")
+	if !recs[0].Complete() {
+		t.Errorf("finished slot is not complete")
+	}
+
+	restart := &prescient.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "catchup", StartedAt: slot(3)}
+	if err := h.Store.SlotStart(t.Context(), restart); err != nil {
+		t.Fatalf("restart slot: %v", err)
+	}
+	recs = slotList(t, h, &prescient.SlotListParams{})
+	if len(recs) != 1 {
+		t.Fatalf("ledger after restart: %d rows, want 1", len(recs))
+	}
+	slotDiff(recs[0], restart).check(t, "restarted slot")
+	if recs[0].Complete() {
+		t.Errorf("restarted slot is complete")
+	}
+}
+
+func testLedgerList(t *testing.T, h *Harness) {
+	for n := range 5 {
+		for _, srv := range []string{"srv-b", "srv-a"} {
+			r := &prescient.SlotRecord{Slot: slot(n), Server: srv, Kind: "fire", StartedAt: slot(n)}
+			if err := h.Store.SlotStart(t.Context(), r); err != nil {
+				t.Fatalf("start slot: %v", err)
+			}
+		}
+	}
+	// Newest slot first; within a slot, by server.
+	key := func(r *prescient.SlotRecord) string { return r.Slot.Format(time.RFC3339) + " " + r.Server }
+	check := func(name string, p *prescient.SlotListParams, want []string) {
+		t.Helper()
+		recs := slotList(t, h, p)
+		var got []string
+		for _, r := range recs {
+			got = append(got, key(r))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+	k := func(n int, srv string) string { return slot(n).Format(time.RFC3339) + " " + srv }
+	check("all", &prescient.SlotListParams{}, []string{
+		k(4, "srv-a"), k(4, "srv-b"), k(3, "srv-a"), k(3, "srv-b"), k(2, "srv-a"), k(2, "srv-b"),
+		k(1, "srv-a"), k(1, "srv-b"), k(0, "srv-a"), k(0, "srv-b"),
+	})
+	check("since", &prescient.SlotListParams{Since: slot(3)}, []string{k(4, "srv-a"), k(4, "srv-b"), k(3, "srv-a"), k(3, "srv-b")})
+	check("until", &prescient.SlotListParams{Until: slot(1)}, []string{k(0, "srv-a"), k(0, "srv-b")})
+	check("range and limit", &prescient.SlotListParams{Since: slot(1), Until: slot(4), Limit: 3}, []string{k(3, "srv-a"), k(3, "srv-b"), k(2, "srv-a")})
+}
