@@ -1,0 +1,43 @@
+// Package sqlite is prescient's embedded store: it implements prescient.Store
+// on a single SQLite file through modernc.org/sqlite, a pure-Go driver (no
+// cgo), and applies the migrations embedded in the migrations package with
+// goose. It is the default for a single server and for a first run on a fresh
+// machine; it means exactly what the PostgreSQL store means, and both pass the
+// storetest conformance suite.
+//
+// # Sharing a file
+//
+// Several processes on ONE host may open the same file: the database runs in
+// WAL mode, every transaction that writes takes SQLite's write lock up front
+// (BEGIN IMMEDIATE), and a writer waits for another up to Opts.BusyTimeout. So
+// two processes never process a job twice and never deadlock upgrading a read
+// lock to a write lock. Several servers on several hosts need PostgreSQL:
+// SQLite's locks do not work over network file systems.
+//
+// Writers are serialised. Where PostgreSQL claims rows with FOR UPDATE SKIP
+// LOCKED, this store holds the whole database's write lock for the length of
+// a JobsProcess call (the checks run inside it): a second processor, in this
+// process or another, waits for the first to commit and then finds the jobs
+// it took gone from the slot. Checks that run longer than the busy timeout
+// make other writers fail with a "database is locked" error, and a check must
+// not write through the store outside the transaction it is handed (that
+// write would wait for the lock its own batch holds, up to the busy timeout).
+//
+// # Transactions
+//
+// Methods that take tx accept a *sql.Tx begun on DB(); anything else is an
+// error wrapping prescient.ErrTxType. DB() begins transactions with BEGIN
+// IMMEDIATE, so that an application's "order placed" and "check scheduled"
+// commit together without lock upgrades. SQLite has no SQL functions callable
+// from other languages' transactions: the SQL API of the PostgreSQL store
+// (prescient_schedule, prescient_cancel, prescient_resolve) is PostgreSQL-only.
+//
+// # Values
+//
+// Times are stored as INTEGER microseconds since the Unix epoch, so that they
+// round-trip like PostgreSQL's timestamptz: truncated to the microsecond and
+// read back in UTC, whatever the zone they were given in. Durations are
+// INTEGER microseconds; JSON (payloads, catalog entries, outcomes) is TEXT
+// checked with json_valid. The store never reads the database's clock for
+// anything the engine decides on: "now" is always a parameter.
+package sqlite

@@ -1,0 +1,30 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+
+	msqlite "modernc.org/sqlite"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// interpretError translates an error from database/sql or the driver into the
+// domain's terms at the store's boundary: no rows is prescient.ErrNotFound,
+// and an SQLite error keeps its message and result code but not its driver
+// type. Other errors (a cancelled context, a closed database) pass through
+// unchanged, so that errors.Is still finds context.Canceled and its kin.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return prescient.ErrNotFound
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		return fmt.Errorf("sqlite: %s", se.Error())
+	}
+	return err
+}

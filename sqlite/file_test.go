@@ -1,0 +1,373 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/sqlite"
+)
+
+var slot1 = time.Date(2031, time.March, 4, 5, 15, 0, 0, time.UTC)
+
+// scheduleN schedules n jobs in slot1 and returns their ids.
+func scheduleN(t *testing.T, s *sqlite.Store, n int) []int64 {
+	t.Helper()
+	var params []*prescient.JobScheduleParams
+	for i := range n {
+		params = append(params, &prescient.JobScheduleParams{
+			Entity: "order", Key: fmt.Sprint(i), Check: "unshipped", At: slot1, Now: slot1.Add(-time.Hour),
+		})
+	}
+	res, err := s.JobSchedule(t.Context(), nil, params)
+	if err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids
+}
+
+// TestTwoStoresProcessOnce opens the same file twice, as two processes would,
+// and has both process the same jobs at once: each job must be processed
+// exactly once, and its effect written through the check's transaction exactly
+// once.
+func TestTwoStoresProcessOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	a := openFile(t, path)
+	if err := a.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	b := openFile(t, path)
+	if _, err := a.DB().ExecContext(t.Context(), `CREATE TABLE effects (job_id INTEGER NOT NULL, server TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := scheduleN(t, a, 200)
+
+	var (
+		mu   sync.Mutex
+		seen = make(map[int64]int)
+		wg   sync.WaitGroup
+	)
+	for i, s := range []*sqlite.Store{a, b, a, b} {
+		server := fmt.Sprint("srv-", i)
+		wg.Go(func() {
+			// Walk the ids in batches from a different start each, so that
+			// the processors collide.
+			start := i * len(ids) / 4
+			order := append(append([]int64(nil), ids[start:]...), ids[:start]...)
+			for len(order) > 0 {
+				batch := order[:min(20, len(order))]
+				order = order[len(batch):]
+				_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: batch, Slot: slot1, Now: slot1, Server: server},
+					func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+						res := &prescient.ProcessResult{}
+						for _, j := range jobs {
+							mu.Lock()
+							seen[j.ID]++
+							mu.Unlock()
+							if _, err := tx.Exec(ctx, `INSERT INTO effects (job_id, server) VALUES ($1, $2)`, j.ID, server); err != nil {
+								t.Errorf("effect of job %d: %v", j.ID, err)
+							}
+							res.Decisions = append(res.Decisions, prescient.Decision{Outcome: history.Done, Checked: true})
+						}
+						return res
+					})
+				if err != nil {
+					t.Errorf("%s: process: %v", server, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("job %d processed %d times, want 1", id, seen[id])
+		}
+	}
+	var effects, distinct, left, done int
+	db := b.DB()
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*), count(DISTINCT job_id) FROM effects`).Scan(&effects, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM prescient_jobs`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM prescient_history WHERE outcome = 'done'`).Scan(&done); err != nil {
+		t.Fatal(err)
+	}
+	if effects != len(ids) || distinct != len(ids) || left != 0 || done != len(ids) {
+		t.Errorf("effects %d (%d distinct), pending %d, done %d; want %d, %d, 0, %d",
+			effects, distinct, left, done, len(ids), len(ids), len(ids))
+	}
+}
+
+// TestMigrateConcurrently migrates one fresh file from several stores at once
+// (as several processes starting together would), then once more.
+func TestMigrateConcurrently(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nested", "dir", "m.db")
+	var stores []*sqlite.Store
+	for range 4 {
+		stores = append(stores, openFile(t, path))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migrate %d: %v", i, err)
+		}
+	}
+	if err := stores[0].Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	var applied, locks int
+	db := stores[1].DB()
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM prescient_migrations WHERE version_id > 0`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM prescient_migrate_lock`).Scan(&locks); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 || locks != 0 {
+		t.Errorf("%d migrations recorded, %d locks left; want 1, 0", applied, locks)
+	}
+	scheduleN(t, stores[3], 1)
+}
+
+// TestTimesTruncateToMicrosUTC schedules times with nanoseconds in other
+// zones: like PostgreSQL's timestamptz through pgx, the store keeps them
+// truncated (towards the past) to the microsecond and returns them in UTC.
+func TestTimesTruncateToMicrosUTC(t *testing.T) {
+	s := openStore(t)
+	ist := time.FixedZone("IST", 5*3600+30*60)
+	for i, tc := range []struct{ at, want time.Time }{
+		{time.Date(2031, 3, 4, 10, 45, 0, 123456789, ist), time.Date(2031, 3, 4, 5, 15, 0, 123456000, time.UTC)},
+		{time.Date(2031, 3, 4, 10, 45, 0, 999, ist), time.Date(2031, 3, 4, 5, 15, 0, 0, time.UTC)},
+		// Before the epoch, truncation still goes towards the past.
+		{time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC)},
+	} {
+		res, err := s.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+			Entity: "order", Key: fmt.Sprint(i), Check: "unshipped", At: tc.at, Now: tc.at,
+		}})
+		if err != nil {
+			t.Fatalf("schedule %d: %v", i, err)
+		}
+		got, err := s.JobGet(t.Context(), "order", fmt.Sprint(i), "unshipped")
+		if err != nil {
+			t.Fatalf("get %d: %v", i, err)
+		}
+		for name, v := range map[string]time.Time{
+			"returned next": res[0].Job.NextCheckAt, "stored next": got.NextCheckAt,
+			"stored first": got.FirstCheckAt, "stored created": got.CreatedAt,
+		} {
+			if !v.Equal(tc.want) || v.Location() != time.UTC {
+				t.Errorf("case %d: %s = %s, want %s", i, name, v.Format(time.RFC3339Nano), tc.want.Format(time.RFC3339Nano))
+			}
+		}
+		// The slot lookups match the truncated time exactly.
+		due, err := s.JobsDue(t.Context(), &prescient.JobsDueParams{Slot: tc.want.In(ist), Limit: 10})
+		if err != nil || len(due) != 1 || due[0].ID != got.ID {
+			t.Errorf("case %d: due at %s: %v, %v; want job %d", i, tc.want, due, err, got.ID)
+		}
+	}
+}
+
+// TestWALAndImmediate checks every connection's settings, and that a
+// transaction begun on DB() holds the write lock from its start, so a writer
+// in another process waits (here, past a short busy timeout) instead of
+// meeting a lock upgrade deadlock later.
+func TestWALAndImmediate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wal.db")
+	a := openFile(t, path)
+	if err := a.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	// Hold two connections at once so the settings are seen on more than one.
+	c1, err := a.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := a.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for i, c := range []interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}{c1, c2} {
+		var mode string
+		var fk, sync, busy int
+		if err := c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		// synchronous NORMAL is 1.
+		if mode != "wal" || fk != 1 || sync != 1 || busy != int(sqlite.BusyTimeoutDefault.Milliseconds()) {
+			t.Errorf("connection %d: journal_mode %s, foreign_keys %d, synchronous %d, busy_timeout %d; want wal, 1, 1, %d",
+				i, mode, fk, sync, busy, sqlite.BusyTimeoutDefault.Milliseconds())
+		}
+	}
+
+	b, err := sqlite.Open(ctx, path, &sqlite.Opts{BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	tx, err := a.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// The transaction has not written yet, but already holds the lock.
+	_, err = b.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}})
+	if err == nil || !strings.Contains(err.Error(), "database is locked") {
+		t.Fatalf("schedule beside an open transaction: %v, want database is locked", err)
+	}
+	// Readers are not blocked in WAL mode.
+	if _, err := b.JobsDue(ctx, &prescient.JobsDueParams{Slot: slot1, Limit: 1}); err != nil {
+		t.Fatalf("read beside an open transaction: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}}); err != nil {
+		t.Fatalf("schedule after the transaction ended: %v", err)
+	}
+}
+
+// TestProcessTxRolledBackUnderChecks interrupts a check's write, which makes
+// SQLite roll the whole transaction back: the checks' later statements must
+// fail rather than commit on their own, and the decisions must still be
+// applied in a fresh transaction.
+func TestProcessTxRolledBackUnderChecks(t *testing.T) {
+	s := openStore(t)
+	if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE effects (n INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	ids := scheduleN(t, s, 1)
+	next := slot1.Add(15 * time.Minute)
+	var firstErr, laterErr error
+	n, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slot1, Now: slot1, Server: "srv"},
+		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+			// A write far too long to finish before its deadline.
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, firstErr = tx.Exec(short, `
+				WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)
+				INSERT INTO effects (n) SELECT i FROM c`)
+			_, laterErr = tx.Exec(ctx, `INSERT INTO effects (n) VALUES (-1)`)
+			return &prescient.ProcessResult{Decisions: []prescient.Decision{{Next: next, Checked: true, Err: ""}}}
+		})
+	// The check meant to keep its writes, and they died with the
+	// transaction: nothing is recorded and the job stays due.
+	if err == nil {
+		t.Fatalf("process: %d, nil error; want the lost transaction reported", n)
+	}
+	if firstErr == nil {
+		t.Fatal("the interrupted write succeeded")
+	}
+	if laterErr == nil {
+		t.Error("a write after SQLite rolled the transaction back succeeded")
+	}
+	var effects int
+	if err := s.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	if effects != 0 {
+		t.Errorf("%d effects committed, want 0", effects)
+	}
+	j, err := s.JobGet(t.Context(), "order", "0", "unshipped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.NextCheckAt.Equal(slot1) || j.CheckCount != 0 {
+		t.Errorf("job after process: next %s, %d checks; want it still due at %s, unchecked", j.NextCheckAt, j.CheckCount, slot1)
+	}
+}
+
+// TestOpenRejects refuses paths that are not a database file and bad options.
+func TestOpenRejects(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db", filepath.Join(t.TempDir(), "a?b.db")} {
+		if s, err := sqlite.Open(t.Context(), path, nil); err == nil {
+			s.Close()
+			t.Errorf("open %q: no error", path)
+		}
+	}
+	if _, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), &sqlite.Opts{BusyTimeout: -1}); err == nil {
+		t.Error("open with a negative busy timeout: no error")
+	}
+}
+
+// TestNotFound translates sql.ErrNoRows at the boundary.
+func TestNotFound(t *testing.T) {
+	s := openStore(t)
+	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+		t.Errorf("get: %v, want ErrNotFound", err)
+	}
+	if _, err := s.JobReschedule(t.Context(), nil, &prescient.JobRescheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}); !errors.Is(err, prescient.ErrNotFound) {
+		t.Errorf("reschedule: %v, want ErrNotFound", err)
+	}
+}
+
+// TestMigrateWaitsForLock plays another process that is migrating the file
+// (a live lease in prescient_migrate_lock): Migrate must wait for it rather
+// than run beside it, and must take over a lease whose holder died.
+func TestMigrateWaitsForLock(t *testing.T) {
+	s := openFile(t, filepath.Join(t.TempDir(), "lock.db"))
+	ctx := t.Context()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.DB().ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE prescient_migrate_lock (id INTEGER PRIMARY KEY CHECK (id = 1), owner TEXT NOT NULL, expires_at INTEGER NOT NULL) STRICT`)
+	exec(`INSERT INTO prescient_migrate_lock VALUES (1, 'other', $1)`, time.Now().Add(time.Hour).UnixMicro())
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err := s.Migrate(short)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("migrate while another process holds the lock: %v, want a deadline error", err)
+	}
+	var tables int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = 'prescient_jobs'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatal("migrate ran while another process held the lock")
+	}
+
+	// The other process died: its lease expires.
+	exec(`UPDATE prescient_migrate_lock SET expires_at = $1`, time.Now().Add(-time.Second).UnixMicro())
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate after the lease expired: %v", err)
+	}
+	scheduleN(t, s, 1)
+}

@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prescient-dev/prescient/history"
+)
+
+// HistoryList validates f and returns the matching records, newest first (by
+// finished_at, then id), at most f.EffectiveLimit().
+func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.Record, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Entity != "" {
+		add("entity = $%d", f.Entity)
+	}
+	if f.Key != "" {
+		add("entity_key = $%d", f.Key)
+	}
+	if f.Check != "" {
+		add("check_name = $%d", f.Check)
+	}
+	if len(f.Outcomes) > 0 {
+		b, err := json.Marshal(f.Outcomes)
+		if err != nil {
+			return nil, fmt.Errorf("list history: %w", err)
+		}
+		add("outcome IN (SELECT value FROM json_each($%d))", string(b))
+	}
+	if !f.Since.IsZero() {
+		add("finished_at >= $%d", micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("finished_at < $%d", micros(f.Until))
+	}
+	query := `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
+		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+		finished_at, finished_by
+		FROM prescient_history`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, f.EffectiveLimit())
+	query += fmt.Sprintf(" ORDER BY finished_at DESC, id DESC LIMIT $%d", len(args))
+
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := []*history.Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list history: %w", interpretError(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// scanRecord reads one history row.
+func scanRecord(row scanner) (*history.Record, error) {
+	var (
+		r                        history.Record
+		first, created, finished int64
+		last                     sql.NullInt64
+		lastErr, payload         sql.NullString
+		runtimeUS, latenessUS    int64
+	)
+	if err := row.Scan(&r.ID, &r.Entity, &r.Key, &r.Check, &r.Outcome, &first, &last,
+		&r.CheckCount, &r.FailureCount, &runtimeUS, &latenessUS, &lastErr, &payload,
+		&created, &finished, &r.FinishedBy); err != nil {
+		return nil, err
+	}
+	r.FirstCheckAt = fromMicros(first)
+	r.LastCheckAt = fromNullMicros(last)
+	r.CreatedAt = fromMicros(created)
+	r.FinishedAt = fromMicros(finished)
+	r.Runtime = duration(runtimeUS)
+	r.Lateness = duration(latenessUS)
+	r.LastError = lastErr.String
+	if payload.Valid {
+		r.Payload = json.RawMessage(payload.String)
+	}
+	return &r, nil
+}
+
+// HistoryCounts counts records per outcome finished at or after since;
+// outcomes with no record are absent from the map.
+func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT outcome, count(*) FROM prescient_history WHERE finished_at >= $1 GROUP BY outcome`, micros(since))
+	if err != nil {
+		return nil, fmt.Errorf("count history: %w", interpretError(err))
+	}
+	defer rows.Close()
+	counts := make(map[history.Outcome]int)
+	for rows.Next() {
+		var o history.Outcome
+		var n int
+		if err := rows.Scan(&o, &n); err != nil {
+			return nil, fmt.Errorf("count history: %w", interpretError(err))
+		}
+		counts[o] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count history: %w", interpretError(err))
+	}
+	return counts, nil
+}
+
+// HistoryPrune deletes, in one transaction, the records finished before
+// before and the ledger rows of slots before it.
+func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM prescient_history WHERE finished_at < $1`, micros(before))
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
+	}
+	return int(n), nil
+}

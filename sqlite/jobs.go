@@ -1,0 +1,357 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// jobColumns are the columns scanJob reads.
+const jobColumns = `id, entity, entity_key, check_name, first_check_at, next_check_at,
+	last_check_at, check_count, failure_count, last_error, runtime_us, lateness_us,
+	payload, created_at, updated_at`
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads jobColumns, followed by extra destinations.
+func scanJob(row scanner, extra ...any) (*prescient.Job, error) {
+	var (
+		j                             prescient.Job
+		first, next, created, updated int64
+		last                          sql.NullInt64
+		lastErr, payload              sql.NullString
+		runtimeUS, latenessUS         int64
+	)
+	dest := append([]any{&j.ID, &j.Entity, &j.Key, &j.Check, &first, &next,
+		&last, &j.CheckCount, &j.FailureCount, &lastErr, &runtimeUS, &latenessUS,
+		&payload, &created, &updated}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	j.FirstCheckAt = fromMicros(first)
+	j.NextCheckAt = fromMicros(next)
+	j.LastCheckAt = fromNullMicros(last)
+	j.CreatedAt = fromMicros(created)
+	j.UpdatedAt = fromMicros(updated)
+	j.LastError = lastErr.String
+	j.Runtime = duration(runtimeUS)
+	j.Lateness = duration(latenessUS)
+	if payload.Valid {
+		j.Payload = json.RawMessage(payload.String)
+	}
+	return &j, nil
+}
+
+// JobSchedule upserts params in the caller's transaction or its own, one job
+// at a time in params order: a job named more than once in params is applied
+// once per mention, as if scheduled by successive calls. An empty OnConflict
+// means ConflictReplace. A payload that is not valid JSON is an error.
+func (s *Store) JobSchedule(ctx context.Context, tx any, params []*prescient.JobScheduleParams) ([]*prescient.JobScheduleResult, error) {
+	for _, p := range params {
+		if p.OnConflict != "" && p.OnConflict != prescient.ConflictReplace && p.OnConflict != prescient.ConflictKeep {
+			return nil, fmt.Errorf("schedule %s/%s/%s: unknown conflict rule %q (want %q or %q)",
+				p.Entity, p.Key, p.Check, p.OnConflict, prescient.ConflictReplace, prescient.ConflictKeep)
+		}
+	}
+	results := make([]*prescient.JobScheduleResult, len(params))
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		for i, p := range params {
+			r, err := scheduleOne(ctx, tx, p)
+			if err != nil {
+				return fmt.Errorf("%s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
+			}
+			results[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), interpretError(err))
+	}
+	return results, nil
+}
+
+// scheduleInsert is the insert half of both upserts; the ON CONFLICT clause
+// and RETURNING follow it.
+const scheduleInsert = `
+	INSERT INTO prescient_jobs
+		(entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $4, $5, $6, $6)
+	ON CONFLICT (entity, entity_key, check_name) DO `
+
+// scheduleOne upserts one job in tx, which holds the write lock, so the job's
+// existence cannot change between the lookup and the upsert.
+func scheduleOne(ctx context.Context, tx *sql.Tx, p *prescient.JobScheduleParams) (*prescient.JobScheduleResult, error) {
+	args := []any{p.Entity, p.Key, p.Check, micros(p.At), nullText(p.Payload), micros(p.Now)}
+	if p.OnConflict == prescient.ConflictKeep {
+		j, err := scanJob(tx.QueryRowContext(ctx, scheduleInsert+`NOTHING RETURNING `+jobColumns, args...))
+		if err == nil {
+			return &prescient.JobScheduleResult{Job: j, Inserted: true}, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		j, err = scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM prescient_jobs
+			WHERE entity = $1 AND entity_key = $2 AND check_name = $3`, p.Entity, p.Key, p.Check))
+		if err != nil {
+			return nil, err
+		}
+		return &prescient.JobScheduleResult{Job: j}, nil
+	}
+	var existed bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM prescient_jobs
+		WHERE entity = $1 AND entity_key = $2 AND check_name = $3)`, p.Entity, p.Key, p.Check).Scan(&existed); err != nil {
+		return nil, err
+	}
+	j, err := scanJob(tx.QueryRowContext(ctx, scheduleInsert+`UPDATE SET
+			next_check_at = excluded.next_check_at,
+			payload = coalesce(excluded.payload, payload),
+			failure_count = 0,
+			last_error = NULL,
+			updated_at = excluded.updated_at
+		RETURNING `+jobColumns, args...))
+	if err != nil {
+		return nil, err
+	}
+	return &prescient.JobScheduleResult{Job: j, Inserted: !existed}, nil
+}
+
+// JobReschedule moves the job's next check to p.At in the caller's
+// transaction or its own. It leaves the failure count alone, unlike
+// scheduling with ConflictReplace.
+func (s *Store) JobReschedule(ctx context.Context, tx any, p *prescient.JobRescheduleParams) (*prescient.Job, error) {
+	var j *prescient.Job
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		var err error
+		j, err = scanJob(tx.QueryRowContext(ctx, `
+			UPDATE prescient_jobs SET next_check_at = $4, updated_at = $5
+			WHERE entity = $1 AND entity_key = $2 AND check_name = $3
+			RETURNING `+jobColumns, p.Entity, p.Key, p.Check, micros(p.At), micros(p.Now)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, interpretError(err))
+	}
+	return j, nil
+}
+
+// historyMove copies the pending rows matching the WHERE clause that follows
+// it to history with the outcome, finished_at and finished_by in $4, $5 and
+// $6.
+const historyMove = `
+	INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
+		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+		created_at, finished_at, finished_by)
+	SELECT id, entity, entity_key, check_name, $4, first_check_at,
+		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+		created_at, $5, $6
+	FROM prescient_jobs `
+
+// moveToHistory moves the jobs matching where (over $1..$3) to history with
+// the outcome, finish time and finisher given, and returns how many moved.
+// tx holds the write lock, so both statements see the same rows.
+func moveToHistory(ctx context.Context, tx *sql.Tx, where string, args ...any) (int, error) {
+	if _, err := tx.ExecContext(ctx, historyMove+where, args...); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM prescient_jobs `+where, args[:3]...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// JobCancel moves the matching jobs to history as cancelled, in the caller's
+// transaction or one of its own. A job being processed is waited for (the
+// processor holds the write lock); if it is still pending afterwards, it is
+// cancelled.
+func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		var err error
+		n, err = moveToHistory(ctx, tx, `WHERE entity = $1 AND entity_key = $2 AND ($3 = '' OR check_name = $3)`,
+			p.Entity, p.Key, p.Check, "cancelled", micros(p.Now), p.By)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, interpretError(err))
+	}
+	return n, nil
+}
+
+// JobResolve moves to history as resolved the entity's jobs whose check
+// awaits p.Event in prescient_catalog, in the caller's transaction or one of
+// its own.
+func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		var err error
+		n, err = moveToHistory(ctx, tx, `WHERE entity = $1 AND entity_key = $2 AND check_name IN (
+				SELECT c.check_name FROM prescient_catalog c, json_each(c.awaits) e WHERE e.value = $3)`,
+			p.Entity, p.Key, p.Event, "resolved", micros(p.Now), p.By)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, interpretError(err))
+	}
+	return n, nil
+}
+
+// JobGet returns the pending job (entity, key, check), or ErrNotFound.
+func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescient.Job, error) {
+	j, err := scanJob(s.db.QueryRowContext(ctx, `
+		SELECT `+jobColumns+` FROM prescient_jobs
+		WHERE entity = $1 AND entity_key = $2 AND check_name = $3`, entity, key, check))
+	if err != nil {
+		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(err))
+	}
+	return j, nil
+}
+
+// JobsDue pages through the slot on the (next_check_at, id) index.
+func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*prescient.DueJob, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, check_name FROM prescient_jobs
+		WHERE next_check_at = $1 AND id > $2
+		ORDER BY id LIMIT $3`, micros(p.Slot), p.AfterID, max(p.Limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	defer rows.Close()
+	due := []*prescient.DueJob{}
+	for rows.Next() {
+		var d prescient.DueJob
+		if err := rows.Scan(&d.ID, &d.Check); err != nil {
+			return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+		}
+		due = append(due, &d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	return due, nil
+}
+
+// JobsOverdueSlots skips from one distinct slot to the next with min() on the
+// (next_check_at, id) index, so its cost follows the number of slots listed,
+// not the number of overdue jobs.
+func (s *Store) JobsOverdueSlots(ctx context.Context, before time.Time, limit int) ([]time.Time, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		WITH RECURSIVE s(slot) AS (
+			SELECT (SELECT min(next_check_at) FROM prescient_jobs WHERE next_check_at < $1)
+			UNION ALL
+			SELECT (SELECT min(j.next_check_at) FROM prescient_jobs j
+				WHERE j.next_check_at > s.slot AND j.next_check_at < $1)
+			FROM s WHERE s.slot IS NOT NULL
+		)
+		SELECT slot FROM s WHERE slot IS NOT NULL LIMIT $2`, micros(before), max(limit, 0))
+	if err != nil {
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := []time.Time{}
+	for rows.Next() {
+		var us int64
+		if err := rows.Scan(&us); err != nil {
+			return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+		}
+		out = append(out, fromMicros(us))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// JobsReslot moves overdue jobs to p.To in one IMMEDIATE transaction. No row
+// is ever held by a processor while it runs: a processor holds the write lock
+// for its whole transaction, so the reslot waits for it (up to the busy
+// timeout) and then sees the jobs it left.
+func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (int, error) {
+	var n int64
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3 WHERE next_check_at < $1`,
+			micros(p.Before), micros(p.To), micros(p.Now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(err))
+	}
+	return int(n), nil
+}
+
+// JobStats reads its figures from one snapshot (a read transaction, which in
+// WAL mode neither waits for nor blocks the writer). It counts the whole
+// pending table and is meant for status, not for a hot path. Upcoming lists
+// at most p.Upcoming slots (none when it is 0).
+func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*prescient.JobStats, error) {
+	st := &prescient.JobStats{Upcoming: []prescient.SlotLoad{}, ByCheck: make(map[string]int)}
+	err := func() error {
+		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		cur := micros(p.Current)
+		var oldest sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `
+			SELECT count(*), count(CASE WHEN next_check_at < $1 THEN 1 END), min(next_check_at)
+			FROM prescient_jobs`, cur).Scan(&st.Pending, &st.Overdue, &oldest); err != nil {
+			return err
+		}
+		if st.Overdue > 0 {
+			st.OldestOverdue = fromNullMicros(oldest)
+		}
+		rows, err := tx.QueryContext(ctx, `
+			SELECT next_check_at, count(*) FROM prescient_jobs
+			WHERE next_check_at >= $1 GROUP BY 1 ORDER BY 1 LIMIT $2`, cur, max(p.Upcoming, 0))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var us int64
+			var l prescient.SlotLoad
+			if err := rows.Scan(&us, &l.Jobs); err != nil {
+				rows.Close()
+				return err
+			}
+			l.Slot = fromMicros(us)
+			st.Upcoming = append(st.Upcoming, l)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT check_name, count(*) FROM prescient_jobs GROUP BY 1`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var n int
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			st.ByCheck[name] = n
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("job stats: %w", interpretError(err))
+	}
+	return st, nil
+}

@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, start
+// and counts, clearing any earlier finish: a slot fired again starts over.
+func (s *Store) SlotStart(ctx context.Context, r *prescient.SlotRecord) error {
+	outcomes, err := outcomesJSON(r.Outcomes)
+	if err != nil {
+		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), err)
+	}
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
+				checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
+			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (slot, server) DO UPDATE SET
+				kind = excluded.kind, started_at = excluded.started_at, finished_at = NULL,
+				checked = excluded.checked, rescheduled = excluded.rescheduled,
+				failures = excluded.failures, unknown = excluded.unknown,
+				outcomes = excluded.outcomes, max_lateness_us = excluded.max_lateness_us`,
+			micros(r.Slot), r.Server, r.Kind, micros(r.StartedAt), r.Checked, r.Rescheduled, r.Failures,
+			r.Unknown, outcomes, durMicros(r.MaxLateness))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	return nil
+}
+
+// SlotFinish writes r's kind, finish and counts into the ledger row of
+// (r.Slot, r.Server). If SlotStart's row is missing (pruned, say), it creates
+// it with r.StartedAt; otherwise the recorded start stays.
+func (s *Store) SlotFinish(ctx context.Context, r *prescient.SlotRecord) error {
+	outcomes, err := outcomesJSON(r.Outcomes)
+	if err != nil {
+		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), err)
+	}
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
+				checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (slot, server) DO UPDATE SET
+				kind = excluded.kind, finished_at = excluded.finished_at,
+				checked = excluded.checked, rescheduled = excluded.rescheduled,
+				failures = excluded.failures, unknown = excluded.unknown,
+				outcomes = excluded.outcomes, max_lateness_us = excluded.max_lateness_us`,
+			micros(r.Slot), r.Server, r.Kind, micros(r.StartedAt), nullMicros(r.FinishedAt), r.Checked,
+			r.Rescheduled, r.Failures, r.Unknown, outcomes, durMicros(r.MaxLateness))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(err))
+	}
+	return nil
+}
+
+// SlotList returns ledger rows with slots in [p.Since, p.Until), newest slot
+// first and, within a slot, by server name.
+func (s *Store) SlotList(ctx context.Context, p *prescient.SlotListParams) ([]*prescient.SlotRecord, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT slot, server, kind, started_at, finished_at, checked, rescheduled, failures,
+			unknown, outcomes, max_lateness_us
+		FROM prescient_slots
+		WHERE ($1 IS NULL OR slot >= $1) AND ($2 IS NULL OR slot < $2)
+		ORDER BY slot DESC, server
+		LIMIT $3`, nullMicros(p.Since), nullMicros(p.Until), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list slots: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := []*prescient.SlotRecord{}
+	for rows.Next() {
+		var (
+			r                     prescient.SlotRecord
+			slot, started, lateUS int64
+			finished              sql.NullInt64
+			outcomes              string
+		)
+		if err := rows.Scan(&slot, &r.Server, &r.Kind, &started, &finished, &r.Checked,
+			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateUS); err != nil {
+			return nil, fmt.Errorf("list slots: %w", interpretError(err))
+		}
+		r.Slot = fromMicros(slot)
+		r.StartedAt = fromMicros(started)
+		r.FinishedAt = fromNullMicros(finished)
+		r.MaxLateness = duration(lateUS)
+		if err := json.Unmarshal([]byte(outcomes), &r.Outcomes); err != nil {
+			return nil, fmt.Errorf("list slots: outcomes of slot %s: %w", r.Slot.Format(time.RFC3339), err)
+		}
+		if len(r.Outcomes) == 0 {
+			r.Outcomes = nil
+		}
+		out = append(out, &r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list slots: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// outcomesJSON encodes a ledger row's outcome counts; nil is {}.
+func outcomesJSON(m map[history.Outcome]int) (string, error) {
+	if m == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode outcomes: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// ServerHeartbeat upserts the server's row with every field of srv.
+func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) error {
+	positions := srv.Positions
+	if positions == nil {
+		positions = []int{}
+	}
+	b, err := json.Marshal(positions)
+	if err != nil {
+		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, err)
+	}
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
+				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions`,
+			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(err))
+	}
+	return nil
+}
+
+// ServerList returns the registered servers by name; Positions is never nil.
+func (s *Store) ServerList(ctx context.Context) ([]*prescient.Server, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := []*prescient.Server{}
+	for rows.Next() {
+		var (
+			srv           prescient.Server
+			started, beat int64
+			positions     string
+		)
+		if err := rows.Scan(&srv.Name, &started, &beat, &positions); err != nil {
+			return nil, fmt.Errorf("list servers: %w", interpretError(err))
+		}
+		srv.StartedAt = fromMicros(started)
+		srv.HeartbeatAt = fromMicros(beat)
+		if err := json.Unmarshal([]byte(positions), &srv.Positions); err != nil {
+			return nil, fmt.Errorf("list servers: positions of %q: %w", srv.Name, err)
+		}
+		if srv.Positions == nil {
+			srv.Positions = []int{}
+		}
+		out = append(out, &srv)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// ServerDelete removes the server's row if there is one.
+func (s *Store) ServerDelete(ctx context.Context, name string) error {
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM prescient_servers WHERE name = $1`, name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete server %q: %w", name, interpretError(err))
+	}
+	return nil
+}

@@ -1,0 +1,289 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	// The driver registers itself as "sqlite".
+	_ "modernc.org/sqlite"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// BusyTimeoutDefault is how long a write waits for the database's write lock
+// when Opts.BusyTimeout is 0.
+const BusyTimeoutDefault = 10 * time.Second
+
+// Opts are the store's optional settings. A nil *Opts means the zero Opts.
+type Opts struct {
+	// BusyTimeout is how long a statement or transaction waits for the write
+	// lock held by another connection or process before it fails with
+	// "database is locked". 0 means BusyTimeoutDefault; it is rounded down to
+	// milliseconds and must not be negative.
+	BusyTimeout time.Duration
+}
+
+// Store is prescient's SQLite store. It is safe for concurrent use, and
+// several Stores, in one process or in several processes of one host, may
+// share a file.
+type Store struct {
+	db   *sql.DB
+	path string
+	busy time.Duration
+	// wlock serialises the write transactions this Store begins itself, so
+	// that they queue in Go rather than poll SQLite's busy handler against
+	// each other; other processes still meet SQLite's lock. A buffered
+	// channel, so that waiting can give up with the context or the busy
+	// timeout.
+	wlock chan struct{}
+}
+
+var _ prescient.Store = (*Store)(nil)
+
+// Open opens the SQLite database file at path, creating it and its parent
+// directory when missing, and returns a store that owns its connections:
+// Close closes them. Every connection runs in WAL mode with
+// synchronous=NORMAL, foreign keys on and the busy timeout of opts, and begins
+// transactions with BEGIN IMMEDIATE. It does not migrate; call Migrate.
+//
+// path is a file name, not a URI: it must not be empty, ":memory:" (an
+// in-memory database is private to one connection) or contain '?'.
+func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
+	var o Opts
+	if opts != nil {
+		o = *opts
+	}
+	switch {
+	case path == "":
+		return nil, errors.New("open sqlite: the database path is empty")
+	case path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return nil, fmt.Errorf("open sqlite: %q: want the path of a database file, not a memory database or URI", path)
+	case strings.Contains(path, "?"):
+		return nil, fmt.Errorf("open sqlite: %q: the path must not contain '?'", path)
+	case o.BusyTimeout < 0:
+		return nil, fmt.Errorf("open sqlite: busy timeout %s must not be negative", o.BusyTimeout)
+	}
+	busy := o.BusyTimeout
+	if busy == 0 {
+		busy = BusyTimeoutDefault
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	// The driver runs busy_timeout first and the others in this order, on
+	// every new connection.
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, interpretError(err))
+	}
+	// Readers run beside the writer in WAL mode; keep a few connections warm.
+	db.SetMaxIdleConns(8)
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, interpretError(err))
+	}
+	if !strings.EqualFold(mode, "wal") {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: journal mode is %q, want wal (is the file system local?)", path, mode)
+	}
+	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1)}, nil
+}
+
+// DB returns the store's database handle, for applications that want to
+// begin a *sql.Tx to pass to the methods that take one. Its transactions begin
+// with BEGIN IMMEDIATE: they hold the write lock from the start, so keep them
+// short.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Path returns the database file's path as given to Open.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the store's connections.
+func (s *Store) Close() { s.db.Close() }
+
+// lockWrite takes the in-process write lock, waiting at most the busy timeout
+// (SQLite's own wait would give up then too), and returns its release.
+func (s *Store) lockWrite(ctx context.Context) (func(), error) {
+	select {
+	case s.wlock <- struct{}{}:
+		return func() { <-s.wlock }, nil
+	default:
+	}
+	t := time.NewTimer(s.busy)
+	defer t.Stop()
+	select {
+	case s.wlock <- struct{}{}:
+		return func() { <-s.wlock }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("sqlite: database is locked: waited %s for another write of this process", s.busy)
+	}
+}
+
+// begin takes the in-process write lock and begins an IMMEDIATE transaction.
+// The returned function rolls back (a no-op after a commit) and releases the
+// lock.
+func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
+	unlock, err := s.lockWrite(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return tx, func() { _ = tx.Rollback(); unlock() }, nil
+}
+
+// callerTx returns the caller's transaction, nil when tx is nil, or an error
+// wrapping prescient.ErrTxType naming the type received.
+func callerTx(tx any) (*sql.Tx, error) {
+	switch t := tx.(type) {
+	case nil:
+		return nil, nil
+	case *sql.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("%w: the SQLite store got a nil *sql.Tx", prescient.ErrTxType)
+		}
+		return t, nil
+	default:
+		return nil, fmt.Errorf("%w: the SQLite store takes a *sql.Tx, got %T", prescient.ErrTxType, tx)
+	}
+}
+
+// inTx runs fn in the caller's transaction, or in an IMMEDIATE one of the
+// store's own that commits when fn succeeds.
+func (s *Store) inTx(ctx context.Context, tx any, fn func(*sql.Tx) error) error {
+	t, err := callerTx(tx)
+	if err != nil {
+		return err
+	}
+	if t != nil {
+		return fn(t)
+	}
+	t, end, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.Commit()
+}
+
+// GridSave records the slot grid in prescient_settings, replacing any grid
+// saved before. The grid must be valid. The SQLite store has no SQL functions
+// that round; the row is kept for parity with PostgreSQL and for tools.
+func (s *Store) GridSave(ctx context.Context, g slots.Grid) error {
+	if err := g.Validate(); err != nil {
+		return fmt.Errorf("save grid: %w", err)
+	}
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO prescient_settings (id, resolution_us, offset_us) VALUES (1, $1, $2)
+			ON CONFLICT (id) DO UPDATE SET resolution_us = excluded.resolution_us, offset_us = excluded.offset_us`,
+			g.Resolution.Microseconds(), g.Offset.Microseconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save grid: %w", interpretError(err))
+	}
+	return nil
+}
+
+// CatalogSave upserts the catalog entries in one transaction; of two entries
+// with the same check, the later wins.
+func (s *Store) CatalogSave(ctx context.Context, entries []prescient.CatalogEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	// The catalog's updated_at is informational, not an engine decision, so
+	// the wall clock will do.
+	now := micros(time.Now())
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		for _, e := range entries {
+			awaits := e.Awaits
+			if awaits == nil {
+				awaits = []string{}
+			}
+			b, err := json.Marshal(awaits)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO prescient_catalog (check_name, awaits, updated_at) VALUES ($1, $2, $3)
+				ON CONFLICT (check_name) DO UPDATE SET awaits = excluded.awaits, updated_at = excluded.updated_at`,
+				e.Check, string(b), now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save catalog: %w", interpretError(err))
+	}
+	return nil
+}
+
+// micros converts a time to the microseconds since the Unix epoch stored in
+// time columns, truncating (towards the past) as PostgreSQL's timestamptz
+// does through pgx.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros converts a time column to a UTC time.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullMicros returns nil for the zero time, so that it is stored as NULL.
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return micros(t)
+}
+
+// fromNullMicros converts a nullable time column; NULL is the zero time.
+func fromNullMicros(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+// durMicros converts a duration to the microseconds stored in _us columns.
+func durMicros(d time.Duration) int64 { return d.Microseconds() }
+
+// duration converts microseconds from a _us column to a duration.
+func duration(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// nullText returns nil for an empty payload, so that it is stored as NULL.
+func nullText(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// idsJSON encodes ids as a JSON array for json_each.
+func idsJSON(ids []int64) string {
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
