@@ -183,10 +183,35 @@ func (c *Client) Tick(ctx context.Context) {
 			return
 		}
 	}
+	if err := c.fireLeftovers(ctx, g.Add(cur, -1)); err != nil {
+		c.setHealth(err)
+		return
+	}
 	if ctx.Err() == nil {
 		c.lastGood = cur
 		c.setHealth(nil)
 	}
+}
+
+// fireLeftovers fires an owned slot again if jobs of known checks are still
+// due in it after it fired: jobs another server held and then released
+// (it died, its transaction aborted), or jobs scheduled into the slot by a
+// client whose clock runs behind this server's.
+func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
+	if !c.owns(c.cfg.Grid.Position(slot)) {
+		return nil
+	}
+	due, err := c.store.JobsDue(ctx, &JobsDueParams{Slot: slot, Limit: c.cfg.BatchSize})
+	if err != nil {
+		return fmt.Errorf("prescient: tick: %w", err)
+	}
+	for _, d := range due {
+		if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
+			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup)
+			return err
+		}
+	}
+	return nil
 }
 
 // completeSlots returns the slots in [from, until) that some server finished

@@ -67,6 +67,12 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		c.own.mu.Unlock()
 		if !slices.Equal(before, next[c.cfg.Server]) {
 			c.log.Info("positions changed", "live_servers", len(slices.Compact(slices.Sorted(slices.Values(live)))), "from", before, "to", next[c.cfg.Server])
+			// Taking over positions may mean a server died mid-slot: its
+			// rolled-back jobs are overdue in slots the ledger may already
+			// call complete. Sweep now rather than on the schedule.
+			if before != nil && slices.ContainsFunc(next[c.cfg.Server], func(p int) bool { return !slices.Contains(before, p) }) {
+				c.sweepSoon("took over positions")
+			}
 		}
 	}
 	err := c.store.ServerHeartbeat(ctx, &Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
@@ -102,14 +108,15 @@ func (c *Client) setHealth(err error) error {
 		c.log.Error("store unavailable: not ready, retrying", "error", err)
 	case recovered:
 		c.log.Info("store available again: ready, catching up")
-		c.afterRecovery()
+		c.sweepSoon("store recovered")
 	}
 	return err
 }
 
-// afterRecovery sweeps in the background once the store is back, so that
-// jobs overdue because of the outage run without waiting for the schedule.
-func (c *Client) afterRecovery() {
+// sweepSoon sweeps in the background, so that jobs overdue because of an
+// outage or a dead server run without waiting for the schedule. It does
+// nothing unless the client is running.
+func (c *Client) sweepSoon(reason string) {
 	c.mu.Lock()
 	running, work, hard := c.running, c.workCtx, c.hardCtx
 	c.mu.Unlock()
@@ -119,8 +126,10 @@ func (c *Client) afterRecovery() {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if _, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
-			c.log.Error("catch-up sweep", "error", err)
+		if res, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
+			c.log.Error("catch-up sweep", "reason", reason, "error", err)
+		} else if res.Jobs > 0 {
+			c.log.Info("catch-up sweep", "reason", reason, "mode", res.Mode, "slots", res.Slots, "jobs", res.Jobs)
 		}
 	}()
 }

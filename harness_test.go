@@ -1,0 +1,153 @@
+package prescient_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// clock is the injected clock of the scenario tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(s string) *clock {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return &clock{t: t}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Set(s string) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func ts(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// storeKind opens a fresh, migrated, empty store for one test, plus a way to
+// run DDL and queries in the same database for the tests' own tables.
+type storeKind struct {
+	name string
+	open func(t *testing.T) *harness
+}
+
+func openPostgres(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	url, schema := pgtest.Schema(t)
+	s, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema, MaxConns: 20})
+	if err != nil {
+		t.Fatalf("open postgres store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	query := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM ("+sql+") q", args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(alertsDDL)
+	return &harness{t: t, store: s, count: query, exec: exec}
+}
+
+const alertsDDL = `CREATE TABLE alerts (entity_key text NOT NULL, stage text NOT NULL, PRIMARY KEY (entity_key, stage));
+CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL)`
+
+// storeKinds lists the stores every scenario runs on.
+var storeKinds = []storeKind{{"postgres", openPostgres}}
+
+// forEachStore runs a scenario once per store, in parallel.
+func forEachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, k.open(t))
+		})
+	}
+}
+
+type harness struct {
+	t     *testing.T
+	store prescient.Store
+	// count returns the number of rows a query returns.
+	count func(sql string, args ...any) int
+	// exec runs a statement in the store's database.
+	exec func(sql string, args ...any)
+}
+
+// quarterHours is the grid of most scenarios: 15-minute slots, 4 positions
+// per hour.
+var quarterHours = slots.Grid{Resolution: 15 * time.Minute, Cycle: time.Hour}
+
+// client builds a client over the harness store with the given clock and
+// checks; mod may adjust the config.
+func (h *harness) client(clk *clock, reg *checks.Registry, mod func(*prescient.Config)) *prescient.Client {
+	h.t.Helper()
+	cfg := &prescient.Config{
+		Server:               "s1",
+		Grid:                 quarterHours,
+		Checks:               reg,
+		Now:                  clk.Now,
+		SweepOnStartDisabled: true,
+		SweepSchedule:        "-",
+		PruneSchedule:        "-",
+	}
+	if mod != nil {
+		mod(cfg)
+	}
+	c, err := prescient.NewClient(h.store, cfg)
+	if err != nil {
+		h.t.Fatalf("new client: %v", err)
+	}
+	if err := c.SyncCatalog(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.store.GridSave(context.Background(), cfg.Grid); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}

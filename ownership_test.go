@@ -1,0 +1,96 @@
+package prescient_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+func TestAutoOwnershipSpreadsAndTakesOver(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		rec := &calls{}
+		reg := register(t, "unshipped", alertOnce(rec), nil)
+		minutes := slots.Grid{Resolution: time.Minute, Cycle: 6 * time.Minute}
+		servers := map[string]*prescient.Client{}
+		for _, name := range []string{"a", "b", "c"} {
+			servers[name] = h.client(clk, reg, func(c *prescient.Config) {
+				c.Server, c.Grid, c.AutoOwnership = name, minutes, true
+				c.Heartbeat, c.ServerTimeout = time.Minute, 3*time.Minute
+			})
+		}
+		beat := func(names ...string) {
+			for _, n := range names {
+				if err := servers[n].Heartbeat(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// Two rounds: the first servers to beat have not yet seen the later ones.
+		beat("a", "b", "c")
+		beat("a", "b", "c")
+		var all []int
+		for _, n := range []string{"a", "b", "c"} {
+			ps := servers[n].Positions()
+			if len(ps) != 2 {
+				t.Fatalf("server %s owns %v, want 2 of 6 positions", n, ps)
+			}
+			all = append(all, ps...)
+		}
+		if slices.Sort(all); !slices.Equal(all, []int{0, 1, 2, 3, 4, 5}) {
+			t.Fatalf("positions owned: %v, want each of 0..5 once", all)
+		}
+		st, err := servers["a"].Status(ctx, nil)
+		if err != nil || len(st.Servers) != 3 {
+			t.Fatalf("status lists %d servers, %v; want 3", len(st.Servers), err)
+		}
+
+		const jobs = 30 // one a minute from 10:01 to 10:30
+		for i := range jobs {
+			schedule(t, servers["a"], fmt.Sprint(i), "unshipped", clk.Now().Add(time.Duration(i+1)*time.Minute).Format(time.RFC3339))
+		}
+		// c runs for three minutes and dies before its 10:04 slot; a and b
+		// carry on, notice after the timeout, take c's positions and catch up
+		// the slots c left.
+		for m := 1; m <= jobs+1; m++ {
+			clk.Add(time.Minute)
+			live := []string{"a", "b"}
+			if m <= 3 {
+				live = append(live, "c")
+			}
+			beat(live...)
+			for _, n := range live {
+				servers[n].Tick(ctx)
+			}
+		}
+		if got := servers["a"].Positions(); len(got) != 3 {
+			t.Fatalf("after c died a owns %v, want 3 positions", got)
+		}
+		recs, err := servers["a"].History(ctx, history.Filter{Check: "unshipped", Limit: 100})
+		if err != nil || len(recs) != jobs {
+			t.Fatalf("history has %d records, %v; want %d", len(recs), err, jobs)
+		}
+		var worst time.Duration
+		for _, r := range recs {
+			if r.Outcome != history.Done || r.CheckCount != 1 {
+				t.Errorf("job %s: %s after %d checks", r.Key, r.Outcome, r.CheckCount)
+			}
+			worst = max(worst, r.Lateness)
+		}
+		if rec.total() != jobs {
+			t.Fatalf("%d check calls for %d jobs", rec.total(), jobs)
+		}
+		// c's missed slots were caught up late, but within the timeout plus a slot.
+		if limit := 3*time.Minute + time.Minute; worst <= 0 || worst > limit {
+			t.Errorf("worst lateness %s, want a catch-up within %s", worst, limit)
+		}
+		t.Logf("takeover: %d jobs, 0 duplicates, 0 lost, worst lateness %s", jobs, worst)
+	})
+}
