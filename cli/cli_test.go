@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// syncBuffer is a bytes.Buffer safe to write from a running server while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// harness runs commands the way main does, with a registry holding the
+// order example, the environment env and the config file path (if any).
+type harness struct {
+	t      *testing.T
+	env    map[string]string
+	config string
+}
+
+func (h *harness) run(args ...string) (string, error) {
+	h.t.Helper()
+	out, _, err := h.runCtx(context.Background(), args...)
+	return out, err
+}
+
+func (h *harness) runCtx(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	reg := &checks.Registry{}
+	if err := orders.Register(reg, orders.Options{}); err != nil {
+		h.t.Fatal(err)
+	}
+	var o, e syncBuffer
+	root := NewRootCommand(&Opts{Checks: reg, Out: &o, Err: &e, getenv: envOf(h.env)})
+	if h.config != "" {
+		args = append([]string{"--config", h.config}, args...)
+	}
+	root.SetArgs(args)
+	err = root.ExecuteContext(ctx)
+	return o.String(), e.String(), err
+}
+
+func (h *harness) mustRun(args ...string) string {
+	h.t.Helper()
+	out, err := h.run(args...)
+	if err != nil {
+		h.t.Fatalf("prescient %s: %v\noutput:\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func wantContains(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s: output does not contain %q:\n%s", what, w, got)
+		}
+	}
+}
+
+// dbHarness gives a test its own schema and a config file pointing at it.
+func dbHarness(t *testing.T, extra string) (*harness, string, string) {
+	url, schema := pgtest.SchemaName(t)
+	path := writeConfig(t, fmt.Sprintf("database:\n  schema: %s\n%s", schema, extra))
+	return &harness{t: t, env: map[string]string{EnvDatabaseURL: url}, config: path}, url, schema
+}
+
+func TestNoDatabase(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{}}
+	for _, args := range [][]string{
+		{"migrate"}, {"status"}, {"history"}, {"sweep"}, {"cancel", "order", "1"},
+		{"schedule", "order", "1", "order_unshipped", "--in", "1h"},
+	} {
+		_, err := h.run(args...)
+		if err == nil || !strings.Contains(err.Error(), "set database.url") || !strings.Contains(err.Error(), EnvDatabaseURL) {
+			t.Errorf("prescient %s without a database: error %v, want one saying to set database.url or %s", strings.Join(args, " "), err, EnvDatabaseURL)
+		}
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{}}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"schedule", "order", "1", "c"}, []string{"--at", "--in"}},
+		{[]string{"schedule", "order", "1", "c", "--at", "tomorrow"}, []string{`--at "tomorrow"`, "RFC 3339"}},
+		{[]string{"schedule", "order", "1", "c", "--at", "2025-06-01 10:00"}, []string{`--at "2025-06-01 10:00"`, "RFC 3339"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "3 hours"}, []string{`--in "3 hours"`, "Go duration"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "-1h"}, []string{`--in "-1h"`, "positive"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--at", "2025-06-01T10:00:00Z"}, []string{"only one"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", "{amount: 3}"}, []string{`--payload "{amount: 3}"`, "not valid JSON"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--on-conflict", "merge"}, []string{`--on-conflict "merge"`, "replace or keep"}},
+		{[]string{"schedule", "order", "1"}, []string{"accepts 3 arg(s)"}},
+		{[]string{"sweep", "--mode", "now"}, []string{"--mode", `"now"`, "reslot"}},
+		{[]string{"history", "--outcome", "lost"}, []string{"--outcome", `"lost"`, "resolved"}},
+		{[]string{"history", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
+		{[]string{"history", "--key", "42"}, []string{`--key "42" needs --entity`}},
+		{[]string{"history", "--limit", "-3"}, []string{"--limit -3"}},
+		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{"since", "is not before until"}},
+		{[]string{"status", "--upcoming", "0"}, []string{"--upcoming 0"}},
+		{[]string{"--config", "/nonexistent/prescient.yaml", "slots"}, []string{"/nonexistent/prescient.yaml"}},
+	}
+	for _, tt := range tests {
+		_, err := h.run(tt.args...)
+		if err == nil {
+			t.Errorf("prescient %s: no error, want one containing %q", strings.Join(tt.args, " "), tt.want)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("prescient %s: error %q does not contain %q", strings.Join(tt.args, " "), err, w)
+			}
+		}
+	}
+}
+
+func TestSlotsCommand(t *testing.T) {
+	tests := []struct {
+		name    string
+		config  string
+		want    []string
+		notWant []string
+		wantErr string
+	}{
+		{"defaults", "", []string{
+			"resolution 15m0s, offset 0s, cycle 1h0m0s: 4 position(s)",
+			"positions: 0 :00, 1 :15, 2 :30, 3 :45",
+			"every server (no static ownership)", "configuration OK"}, []string{"warning"}, ""},
+		{"static map with an overlap", "slots: {resolution: 6h, cycle: 24h}\nownership:\n  static:\n    a: [0, 1]\n    b: [1, 2, 3]\n", []string{
+			"positions: 0 00:00, 1 06:00, 2 12:00, 3 18:00",
+			"1         06:00   a, b",
+			"warning: position 1 (06:00) is fired by 2 servers: a, b", "configuration OK"}, nil, ""},
+		{"unowned position", "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n", []string{
+			"2         :30     (none: its jobs would never fire)"}, []string{"configuration OK"},
+			"ownership.static: position has no owner: position(s) [2]"},
+		{"invalid grid", "slots:\n  resolution: 15m\n  cycle: 50m\n", nil, []string{"positions"}, ":3: slots.cycle:"},
+		{"other invalid key", "log:\n  format: xml\n", []string{"positions: 0 :00"}, []string{"configuration OK"}, ":2: log.format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &harness{t: t, env: map[string]string{}}
+			if tt.config != "" {
+				h.config = writeConfig(t, tt.config)
+			}
+			out, err := h.run("slots")
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("error %v, want none; output:\n%s", err, out)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("error %v, want one containing %q; output:\n%s", err, tt.wantErr, out)
+			}
+			wantContains(t, "slots", out, tt.want...)
+			for _, nw := range tt.notWant {
+				if strings.Contains(out, nw) {
+					t.Errorf("output contains %q:\n%s", nw, out)
+				}
+			}
+		})
+	}
+}
+
+func TestJobCommands(t *testing.T) {
+	h, url, schema := dbHarness(t, "")
+	wantContains(t, "migrate", h.mustRun("migrate"), "migrated; slot grid every 15m0s")
+
+	out := h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T10:07:00Z")
+	wantContains(t, "schedule --at", out, "order/42 order_unshipped: next check in slot 2030-01-01T10:15:00Z (position 1, :15)")
+	// keep leaves the pending job where it is; replace moves it.
+	out = h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T11:00:00+01:00", "--on-conflict", "keep")
+	wantContains(t, "schedule --on-conflict keep", out, "slot 2030-01-01T10:15:00Z")
+	out = h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T12:00:00+01:00")
+	wantContains(t, "schedule replace", out, "slot 2030-01-01T11:00:00Z (position 0, :00)")
+	before := time.Now()
+	out = h.mustRun("schedule", "order", "43", "order_unshipped", "--in", "2h", "--payload", `{"amount": 12}`)
+	slot := prescient.Config{}.WithDefaults().Grid.Ceil(before.Add(2 * time.Hour))
+	if !strings.Contains(out, slot.Format(time.RFC3339)) && !strings.Contains(out, slot.Add(15*time.Minute).Format(time.RFC3339)) {
+		t.Errorf("schedule --in 2h at %s: output %q does not name slot %s", before.Format(time.RFC3339), out, slot.Format(time.RFC3339))
+	}
+	h.mustRun("schedule", "payout", "7", "payout_unconfirmed", "--in", "24h")
+
+	// An overdue job, as a server that was down would leave behind.
+	st, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	past := time.Date(2020, 1, 1, 9, 0, 0, 0, time.UTC)
+	if _, err := st.JobSchedule(context.Background(), nil, []*prescient.JobScheduleParams{{
+		Entity: "order", Key: "1", Check: "order_unshipped", At: past, OnConflict: prescient.ConflictReplace, Now: past,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var st1 prescient.Status
+	if err := json.Unmarshal([]byte(h.mustRun("status", "--json", "--upcoming", "2")), &st1); err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	if st1.Jobs.Pending != 4 || st1.Jobs.Overdue != 1 || !st1.Jobs.OldestOverdue.Equal(past) ||
+		st1.Jobs.ByCheck["order_unshipped"] != 3 || st1.Jobs.ByCheck["payout_unconfirmed"] != 1 || len(st1.Jobs.Upcoming) != 2 {
+		t.Errorf("status --json: got %+v; want 4 pending, 1 overdue since %s, 3 order_unshipped + 1 payout_unconfirmed, 2 upcoming slots", st1.Jobs, past)
+	}
+	out = h.mustRun("status")
+	wantContains(t, "status", out, "pending: 4", "overdue: 1, oldest due 2020-01-01T09:00:00Z", "order_unshipped     3",
+		"2030-01-01T11:00:00Z", "history (24h): none")
+
+	wantContains(t, "sweep", h.mustRun("sweep", "--mode", "reslot"), "sweep (reslot): moved 1 overdue job(s) to slot")
+	wantContains(t, "sweep again", h.mustRun("sweep", "--mode", "reslot"), "moved 0 overdue job(s)")
+
+	wantContains(t, "resolve", h.mustRun("resolve", "order", "42", "shipped"), "resolved 1 job(s)")
+	wantContains(t, "resolve again", h.mustRun("resolve", "order", "42", "shipped"), "resolved 0 job(s)")
+	wantContains(t, "cancel one", h.mustRun("cancel", "order", "43", "order_unshipped"), "cancelled 1 job(s)")
+	wantContains(t, "cancel entity", h.mustRun("cancel", "payout", "7"), "cancelled 1 job(s)")
+	wantContains(t, "cancel missing", h.mustRun("cancel", "order", "99"), "cancelled 0 job(s)")
+
+	var recs []*history.Record
+	if err := json.Unmarshal([]byte(h.mustRun("history", "--json")), &recs); err != nil {
+		t.Fatalf("history --json: %v", err)
+	}
+	got := map[string]history.Outcome{}
+	for _, r := range recs {
+		got[r.Entity+"/"+r.Key] = r.Outcome
+	}
+	want := map[string]history.Outcome{"order/42": history.Resolved, "order/43": history.Cancelled, "payout/7": history.Cancelled}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("history --json: got %v, want %v", got, want)
+	}
+	out = h.mustRun("history", "--entity", "order", "--outcome", "cancelled", "--since", "1h")
+	wantContains(t, "history --outcome cancelled", out, "FINISHED", "order   43   order_unshipped  cancelled")
+	if strings.Contains(out, "resolved") || strings.Contains(out, "payout") {
+		t.Errorf("history --entity order --outcome cancelled lists other records:\n%s", out)
+	}
+	wantContains(t, "history --until", h.mustRun("history", "--until", "2021-01-01T00:00:00Z"), "no history records match")
+	wantContains(t, "history --json empty", h.mustRun("history", "--json", "--check", "nothing"), "[]")
+	wantContains(t, "status after", h.mustRun("status"), "pending: 1", "overdue: 0", "history (24h): resolved 1, cancelled 2")
+}
+
+func TestRunCommand(t *testing.T) {
+	h, url, schema := dbHarness(t, "server: runner-1\nslots: {resolution: 1s, cycle: 0s}\nlog: {format: json, level: info}\n")
+	h.mustRun("migrate")
+	st, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		stderr string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, stderr, err := h.runCtx(ctx, "run")
+		done <- result{stderr, err}
+	}()
+	// The server registers itself once started.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		servers, err := st.ServerList(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(servers) == 1 && servers[0].Name == "runner-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			r := <-done
+			t.Fatalf("server runner-1 did not register within 20s (servers %v); run returned %v, logs:\n%s", servers, r.err, r.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantContains(t, "status with a server", h.mustRun("status"), "runner-1")
+	cancel()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("run: %v\nlogs:\n%s", r.err, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	var msgs []string
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("log line is not JSON (log.format: json): %q", l)
+			continue
+		}
+		msgs = append(msgs, fmt.Sprint(rec["msg"]))
+	}
+	wantContains(t, "run logs", strings.Join(msgs, "|"), "started", "serving", "stopping", "stopped")
+	if servers, _ := st.ServerList(context.Background()); len(servers) != 0 {
+		t.Errorf("servers after run stopped: %v, want none", servers)
+	}
+}

@@ -1,0 +1,662 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// Environment variables that override the configuration file.
+const (
+	// EnvDatabaseURL overrides database.url.
+	EnvDatabaseURL = "PRESCIENT_DATABASE_URL"
+	// EnvServer overrides server.
+	EnvServer = "PRESCIENT_SERVER"
+)
+
+// Defaults for the keys that belong to the command line rather than to the
+// engine.
+const (
+	// LogLevelDefault is the default log.level.
+	LogLevelDefault = "info"
+	// LogFormatDefault is the default log.format.
+	LogFormatDefault = "text"
+)
+
+// Config is the YAML configuration file of `prescient`. Every key is
+// optional: DefaultConfig holds the value each key takes when it is absent,
+// and config.example.yaml at the repository root documents them all.
+//
+// A Config is turned into the engine's prescient.Config by ClientConfig after
+// Validate has accepted it.
+type Config struct {
+	// Server names this server (ledger, history, ownership). Empty means the
+	// host name. PRESCIENT_SERVER overrides it.
+	Server string `yaml:"server"`
+	// Database says where the store lives.
+	Database DatabaseConfig `yaml:"database"`
+	// Slots is the slot grid.
+	Slots SlotsConfig `yaml:"slots"`
+	// Ownership says which server fires which position of the grid's cycle.
+	Ownership OwnershipConfig `yaml:"ownership"`
+	// Guards are the limits applied to every check.
+	Guards GuardsConfig `yaml:"guards"`
+	// Retry says how failed checks are retried.
+	Retry RetryConfig `yaml:"retry"`
+	// Workers caps the checks running at once.
+	Workers int `yaml:"workers"`
+	// BatchSize is how many due jobs are read, and handed to a batch check, at a time.
+	BatchSize int `yaml:"batch_size"`
+	// Sweep configures catch-up of overdue jobs.
+	Sweep SweepConfig `yaml:"sweep"`
+	// History configures the retention of history records.
+	History HistoryConfig `yaml:"history"`
+	// ShutdownGrace is how long a stopping server waits for in-flight checks.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// Log configures the server's logs.
+	Log LogConfig `yaml:"log"`
+	// HTTP configures the server's health endpoints.
+	HTTP HTTPConfig `yaml:"http"`
+
+	file  string         // where the configuration was read from, for errors
+	lines map[string]int // key path -> line in file
+}
+
+// HTTPConfig is the `http` section.
+type HTTPConfig struct {
+	// Listen is the host:port `run` serves /healthz and /readyz on. Empty
+	// serves nothing.
+	Listen string `yaml:"listen"`
+}
+
+// DatabaseConfig is the `database` section.
+type DatabaseConfig struct {
+	// URL is the PostgreSQL connection URL. Required for now (an embedded
+	// store will make it optional); PRESCIENT_DATABASE_URL overrides it.
+	URL string `yaml:"url"`
+	// Schema is the PostgreSQL schema holding prescient's tables. Empty means
+	// the first schema of the connection's search_path (usually public).
+	Schema string `yaml:"schema"`
+	// MaxConns caps the connection pool. 0 means the driver's default.
+	MaxConns int32 `yaml:"max_conns"`
+}
+
+// SlotsConfig is the `slots` section: the grid every check time is rounded to.
+type SlotsConfig struct {
+	// Resolution is the distance between two slots.
+	Resolution Duration `yaml:"resolution"`
+	// Offset shifts every boundary from the epoch grid; 0 <= Offset < Resolution.
+	Offset Duration `yaml:"offset"`
+	// Cycle is the ownership cycle; 0 means a single position.
+	Cycle Duration `yaml:"cycle"`
+}
+
+// OwnershipConfig is the `ownership` section.
+type OwnershipConfig struct {
+	// Static maps a server name to the positions it fires. Empty: every
+	// server fires every position (unless Auto).
+	Static map[string][]int `yaml:"static"`
+	// Auto spreads the positions over the live servers instead; it excludes
+	// Static.
+	Auto bool `yaml:"auto"`
+	// Heartbeat is how often a server records that it is alive.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// ServerTimeout is how long after its last heartbeat a server counts as gone.
+	ServerTimeout Duration `yaml:"server_timeout"`
+}
+
+// GuardsConfig is the `guards` section; -1 disables max_checks and horizon.
+type GuardsConfig struct {
+	// MaxChecks caps the checks one job may run.
+	MaxChecks int `yaml:"max_checks"`
+	// Runtime caps one check's run.
+	Runtime Duration `yaml:"runtime"`
+	// Horizon caps how far after its slot a check may ask to run again.
+	Horizon Duration `yaml:"horizon"`
+}
+
+// RetryConfig is the `retry` section.
+type RetryConfig struct {
+	// MaxFailures is how many failures in a row end a job as failed.
+	MaxFailures int `yaml:"max_failures"`
+	// BackoffMax caps the delay before a failed check is retried.
+	BackoffMax Duration `yaml:"backoff_max"`
+}
+
+// SweepConfig is the `sweep` section.
+type SweepConfig struct {
+	// Mode is "run" or "reslot".
+	Mode string `yaml:"mode"`
+	// Schedule is a cron spec, or "-" to disable the scheduled sweep.
+	Schedule string `yaml:"schedule"`
+	// OnStart runs a sweep when the server starts.
+	OnStart bool `yaml:"on_start"`
+}
+
+// HistoryConfig is the `history` section.
+type HistoryConfig struct {
+	// Retention is how long records are kept; -1 keeps them forever.
+	Retention Duration `yaml:"retention"`
+	// PruneSchedule is a cron spec, or "-" to disable pruning.
+	PruneSchedule string `yaml:"prune_schedule"`
+}
+
+// LogConfig is the `log` section.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text or json.
+	Format string `yaml:"format"`
+}
+
+// DefaultConfig returns the configuration used when no file is given, and
+// the value of every key a file leaves out. Its values are the ...Default
+// constants of the prescient, slots and guards packages.
+func DefaultConfig() *Config {
+	return &Config{
+		Slots: SlotsConfig{
+			Resolution: Duration(slots.ResolutionDefault),
+			Cycle:      Duration(slots.CycleDefault),
+		},
+		Ownership: OwnershipConfig{
+			Static:        map[string][]int{},
+			Heartbeat:     Duration(prescient.HeartbeatDefault),
+			ServerTimeout: Duration(prescient.ServerTimeoutDefault),
+		},
+		Guards: GuardsConfig{
+			MaxChecks: guards.MaxChecksDefault,
+			Runtime:   Duration(guards.RuntimeDefault),
+			Horizon:   Duration(guards.HorizonDefault),
+		},
+		Retry: RetryConfig{
+			MaxFailures: prescient.MaxFailuresDefault,
+			BackoffMax:  Duration(prescient.RetryBackoffMaxDefault),
+		},
+		Workers:   prescient.WorkersDefault,
+		BatchSize: prescient.BatchSizeDefault,
+		Sweep: SweepConfig{
+			Mode:     string(prescient.SweepRun),
+			Schedule: prescient.SweepScheduleDefault,
+			OnStart:  true,
+		},
+		History: HistoryConfig{
+			Retention:     Duration(prescient.HistoryRetentionDefault),
+			PruneSchedule: prescient.PruneScheduleDefault,
+		},
+		ShutdownGrace: Duration(prescient.ShutdownGraceDefault),
+		Log:           LogConfig{Level: LogLevelDefault, Format: LogFormatDefault},
+	}
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string
+// ("15m", "1h30m", "0s"). The plain value -1 stands for the special value -1
+// that some keys use to mean "no limit" or "forever".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string; a bad value is an error naming
+// the line and the value.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = v
+	return nil
+}
+
+// MarshalYAML writes the duration as a Go duration string.
+func (d Duration) MarshalYAML() (any, error) {
+	if d == -1 {
+		return -1, nil
+	}
+	return time.Duration(d).String(), nil
+}
+
+// String returns the duration as Go prints it ("15m0s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func parseDuration(n *yaml.Node) (Duration, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, fmt.Errorf("a duration must be a string such as \"15m\", not a %s", kindName(n.Kind))
+	}
+	if n.Value == "-1" {
+		return -1, nil
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q (want a Go duration such as \"90s\", \"15m\" or \"1h30m\", or -1 where allowed)", n.Value)
+	}
+	return Duration(v), nil
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "scalar"
+}
+
+// ConfigError is a problem with one key of the configuration: which file,
+// which line (0 when the key is not in the file, e.g. a default or an
+// environment override), which key path (e.g. "slots.resolution") and what
+// was wrong.
+type ConfigError struct {
+	File string
+	Line int
+	Key  string
+	Err  error
+}
+
+// Error reads "file:line: key.path: what was wrong".
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// LoadConfig reads the YAML file at path on top of DefaultConfig, expanding
+// environment variables ($VAR, ${VAR}) in the file first, and applies the
+// PRESCIENT_DATABASE_URL and PRESCIENT_SERVER overrides. An empty path means
+// no file: the defaults plus the overrides. Decoding is strict: an unknown
+// key or a value of the wrong type is a *ConfigError naming the key and its
+// line. LoadConfig does not call Validate.
+func LoadConfig(path string) (*Config, error) {
+	return loadConfig(path, os.Getenv)
+}
+
+func loadConfig(path string, getenv func(string) string) (*Config, error) {
+	cfg := DefaultConfig()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := cfg.decode(path, raw, getenv); err != nil {
+			return nil, err
+		}
+		cfg.file = path
+	}
+	if v := getenv(EnvDatabaseURL); v != "" {
+		cfg.Database.URL = v
+	}
+	if v := getenv(EnvServer); v != "" {
+		cfg.Server = v
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes YAML in data on top of DefaultConfig, as LoadConfig
+// does for a file (environment variables are expanded; the overrides are not
+// applied). name is used in error messages.
+func ParseConfig(name string, data []byte) (*Config, error) {
+	cfg := DefaultConfig()
+	if err := cfg.decode(name, data, os.Getenv); err != nil {
+		return nil, err
+	}
+	cfg.file = name
+	return cfg, nil
+}
+
+func (c *Config) decode(name string, raw []byte, getenv func(string) string) error {
+	data := []byte(os.Expand(string(raw), getenv))
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return &ConfigError{File: name, Err: fmt.Errorf("not valid YAML: %w", err)}
+	}
+	if len(doc.Content) == 0 {
+		return nil // an empty file: all defaults
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return &ConfigError{File: name, Line: root.Line, Err: fmt.Errorf("the file must be a mapping of keys, not a %s", kindName(root.Kind))}
+	}
+	// Walk the tree first: it knows each value's key path, so its errors name
+	// "slots.resolution" where the decoder would name a Go type.
+	c.lines = make(map[string]int)
+	if errs := walk(name, root, reflect.TypeOf(*c), "", c.lines); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return &ConfigError{File: name, Err: err}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(Duration(0))
+
+// walk checks node against the type t at key path, recording the line of
+// every key, and returns an error per unknown key or undecodable value.
+func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[string]int) []error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Tag == "!!null" {
+		return nil // an empty value keeps the default
+	}
+	fail := func(err error) []error {
+		return []error{&ConfigError{File: file, Line: n.Line, Key: path, Err: err}}
+	}
+	switch {
+	case t == durationType:
+		if _, err := parseDuration(n); err != nil {
+			return fail(err)
+		}
+		return nil
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return fail(fmt.Errorf("want a mapping of keys (%s), got a %s", strings.Join(fieldNames(t), ", "), kindName(n.Kind)))
+		}
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := join(path, k.Value)
+			f, ok := fieldByTag(t, k.Value)
+			if !ok {
+				errs = append(errs, &ConfigError{File: file, Line: k.Line, Key: kp,
+					Err: fmt.Errorf("unknown key %q (known keys%s: %s)", k.Value, under(path), strings.Join(fieldNames(t), ", "))})
+				continue
+			}
+			lines[kp] = k.Line
+			errs = append(errs, walk(file, v, f.Type, kp, lines)...)
+		}
+		return errs
+	case t.Kind() == reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return fail(fmt.Errorf("want a mapping, got a %s", kindName(n.Kind)))
+		}
+		var errs []error
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := join(path, k.Value)
+			lines[kp] = k.Line
+			errs = append(errs, walk(file, v, t.Elem(), kp, lines)...)
+		}
+		return errs
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return fail(fmt.Errorf("want a list, got a %s", kindName(n.Kind)))
+		}
+		var errs []error
+		for i, v := range n.Content {
+			errs = append(errs, walk(file, v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), lines)...)
+		}
+		return errs
+	default:
+		if n.Kind != yaml.ScalarNode {
+			return fail(fmt.Errorf("want a single %s value, got a %s", t.Kind(), kindName(n.Kind)))
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return fail(fmt.Errorf("%q is not a valid %s", n.Value, typeName(t)))
+		}
+		return nil
+	}
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean (true or false)"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "integer"
+	}
+	return t.Kind().String()
+}
+
+func under(path string) string {
+	if path == "" {
+		return " at the top level"
+	}
+	return " under " + path
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag == key && tag != "" && tag != "-" {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func fieldNames(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// keyCheck validates one key: apply sets it (and anything it depends on) on
+// a valid baseline, so that the engine's Validate failing names this key.
+type keyCheck struct {
+	key   string
+	apply func(pc *prescient.Config)
+}
+
+// Validate reports every key whose value the engine would refuse, each as a
+// *ConfigError naming the key path and, when the key is in the file, its
+// line. Overlapping ownership is not an error (see slots.Ownership.Check).
+func (c *Config) Validate() error {
+	full := c.clientConfig()
+	base := DefaultConfig().clientConfig()
+	base.Server = "prescient"
+	checks := []keyCheck{
+		{"server", func(pc *prescient.Config) { pc.Server = full.Server }},
+		{"slots.resolution", func(pc *prescient.Config) {
+			pc.Grid = slots.Grid{Resolution: full.Grid.Resolution}
+		}},
+		{"slots.offset", func(pc *prescient.Config) {
+			pc.Grid = slots.Grid{Resolution: full.Grid.Resolution, Offset: full.Grid.Offset}
+		}},
+		{"slots.cycle", func(pc *prescient.Config) { pc.Grid = full.Grid }},
+		{"ownership.static", func(pc *prescient.Config) { pc.Grid, pc.Ownership = full.Grid, full.Ownership }},
+		{"ownership.auto", func(pc *prescient.Config) {
+			pc.AutoOwnership = full.AutoOwnership
+			if full.AutoOwnership {
+				pc.Grid, pc.Ownership = full.Grid, full.Ownership
+			}
+		}},
+		{"ownership.heartbeat", func(pc *prescient.Config) { pc.Heartbeat = full.Heartbeat }},
+		{"ownership.server_timeout", func(pc *prescient.Config) {
+			pc.Heartbeat, pc.ServerTimeout = full.Heartbeat, full.ServerTimeout
+		}},
+		{"guards.max_checks", func(pc *prescient.Config) { pc.Guards.MaxChecks = full.Guards.MaxChecks }},
+		{"guards.runtime", func(pc *prescient.Config) { pc.Guards.Runtime = full.Guards.Runtime }},
+		{"guards.horizon", func(pc *prescient.Config) { pc.Guards.Horizon = full.Guards.Horizon }},
+		{"retry.max_failures", func(pc *prescient.Config) { pc.MaxFailures = full.MaxFailures }},
+		{"retry.backoff_max", func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
+		{"workers", func(pc *prescient.Config) { pc.Workers = full.Workers }},
+		{"batch_size", func(pc *prescient.Config) { pc.BatchSize = full.BatchSize }},
+		{"sweep.mode", func(pc *prescient.Config) { pc.SweepMode = full.SweepMode }},
+		{"sweep.schedule", func(pc *prescient.Config) { pc.SweepSchedule = full.SweepSchedule }},
+		{"history.retention", func(pc *prescient.Config) { pc.HistoryRetention = full.HistoryRetention }},
+		{"history.prune_schedule", func(pc *prescient.Config) { pc.PruneSchedule = full.PruneSchedule }},
+		{"shutdown_grace", func(pc *prescient.Config) { pc.ShutdownGrace = full.ShutdownGrace }},
+	}
+	var errs []error
+	bad := func(key string, err error) {
+		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: err})
+	}
+	for _, kc := range checks {
+		pc := base
+		kc.apply(&pc)
+		if err := pc.Validate(); err != nil {
+			bad(kc.key, engineError{err})
+			if strings.HasPrefix(kc.key, "slots.") {
+				break // later keys would repeat a broken grid's error
+			}
+		}
+	}
+	// The zero values the engine would silently default are refused here:
+	// a file that says workers: 0 means something, and it is not "10".
+	for key, v := range map[string]int{"workers": c.Workers, "batch_size": c.BatchSize, "retry.max_failures": c.Retry.MaxFailures} {
+		if v == 0 {
+			bad(key, fmt.Errorf("must be at least 1, got 0"))
+		}
+	}
+	if c.Slots.Resolution == 0 {
+		bad("slots.resolution", fmt.Errorf("must be positive, got 0s"))
+	}
+	if c.HTTP.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			bad("http.listen", fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:9090 or :9090): %w", c.HTTP.Listen, err))
+		}
+	}
+	if c.Database.MaxConns < 0 {
+		bad("database.max_conns", fmt.Errorf("%d must be 0 (the driver's default) or positive", c.Database.MaxConns))
+	}
+	if s := c.Database.Schema; s != "" && !schemaRE(s) {
+		bad("database.schema", fmt.Errorf("%q is not a plain identifier (want lower-case letters, digits and '_', starting with a letter or '_')", s))
+	}
+	if _, err := c.logLevel(); err != nil {
+		bad("log.level", err)
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format", fmt.Errorf("unknown format %q (want text or json)", f))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	// A backstop for rules that span keys.
+	if err := full.Validate(); err != nil {
+		return &ConfigError{File: c.file, Err: err}
+	}
+	return nil
+}
+
+func schemaRE(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == '_' || (r >= 'a' && r <= 'z'):
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return len(s) > 0 && len(s) <= 63
+}
+
+func (c *Config) logLevel() (slog.Level, error) {
+	switch strings.ToLower(c.Log.Level) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", c.Log.Level)
+}
+
+// ClientConfig returns the engine configuration the file describes, with
+// registry as its checks and logger as its logger (nil: slog.Default()). Call
+// Validate first; ClientConfig does not check the values.
+func (c *Config) ClientConfig(registry *checks.Registry, logger *slog.Logger) prescient.Config {
+	pc := c.clientConfig()
+	pc.Checks = registry
+	pc.Logger = logger
+	return pc
+}
+
+func (c *Config) clientConfig() prescient.Config {
+	var own slots.Ownership
+	if len(c.Ownership.Static) > 0 {
+		own = make(slots.Ownership, len(c.Ownership.Static))
+		for s, ps := range c.Ownership.Static {
+			own[s] = append([]int(nil), ps...)
+		}
+	}
+	pc := prescient.Config{
+		Server: c.Server,
+		Grid: slots.Grid{
+			Resolution: time.Duration(c.Slots.Resolution),
+			Offset:     time.Duration(c.Slots.Offset),
+			Cycle:      time.Duration(c.Slots.Cycle),
+		},
+		Ownership:     own,
+		AutoOwnership: c.Ownership.Auto,
+		Heartbeat:     time.Duration(c.Ownership.Heartbeat),
+		ServerTimeout: time.Duration(c.Ownership.ServerTimeout),
+		Guards: guards.Limits{
+			MaxChecks: c.Guards.MaxChecks,
+			Runtime:   time.Duration(c.Guards.Runtime),
+			Horizon:   time.Duration(c.Guards.Horizon),
+		},
+		MaxFailures:          c.Retry.MaxFailures,
+		RetryBackoffMax:      time.Duration(c.Retry.BackoffMax),
+		Workers:              c.Workers,
+		BatchSize:            c.BatchSize,
+		SweepMode:            prescient.SweepMode(c.Sweep.Mode),
+		SweepSchedule:        c.Sweep.Schedule,
+		SweepOnStartDisabled: !c.Sweep.OnStart,
+		HistoryRetention:     time.Duration(c.History.Retention),
+		PruneSchedule:        c.History.PruneSchedule,
+		ShutdownGrace:        time.Duration(c.ShutdownGrace),
+	}
+	return pc.WithDefaults()
+}
+
+// Line returns the line of key path (e.g. "slots.resolution") in the file the
+// configuration was read from, or 0 when the key was not in a file.
+func (c *Config) Line(key string) int { return c.lines[key] }
+
+// engineError drops the engine's "config: " prefix, the key path says it
+// better, and keeps the error chain (errors.Is(err, slots.ErrUnowned)).
+type engineError struct{ err error }
+
+func (e engineError) Error() string {
+	s := strings.TrimPrefix(e.err.Error(), "config: ")
+	for _, p := range []string{"server: ", "slots: ", "ownership: ", "guards: ", "sweep mode: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return s
+}
+func (e engineError) Unwrap() error { return e.err }

@@ -1,0 +1,355 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// DemoDatabaseURLDefault is the database the demo uses when neither
+// database.url nor PRESCIENT_DATABASE_URL names one.
+const DemoDatabaseURLDefault = "postgres://root@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Demo timing: short enough to watch, long enough to see the slots.
+const (
+	demoResolution    = 2 * time.Second
+	demoAlertAfter    = 4 * time.Second
+	demoEscalateAfter = 8 * time.Second
+	// demoTimeout bounds the wait for the escalation; it should come about
+	// EscalateAfter plus two slots after the orders are placed.
+	demoTimeout = 40 * time.Second
+)
+
+// demoOpts are the flags of `prescient demo`.
+type demoOpts struct {
+	keep bool // keep the schema instead of dropping it
+}
+
+// Validate accepts every demoOpts.
+func (o *demoOpts) Validate() error { return nil }
+
+func (e *env) demoCommand() *cobra.Command {
+	o := &demoOpts{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Watch unshipped orders raise an alert, then an escalation, in 20 seconds",
+		Long: `demo runs the order example against a throwaway schema and narrates it: three
+orders are placed with the order_unshipped check (alert after 4s, escalation
+after 8s, on a 2-second slot grid); one ships, one is cancelled, and the third
+stays unshipped: it raises an alert, then an escalation. The demo then prints
+the history and alerts tables, drops its schema and exits.
+
+It uses database.url, PRESCIENT_DATABASE_URL, or else
+` + DemoDatabaseURLDefault + `, and creates
+(then drops) a schema named prescient_demo_<random> there.`,
+		Example: `  prescient demo
+  PRESCIENT_DATABASE_URL=postgres://me@localhost:5432/scratch prescient demo --keep`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cfg, err := e.config()
+			if err != nil {
+				return err
+			}
+			dbURL := cfg.Database.URL
+			if dbURL == "" {
+				dbURL = DemoDatabaseURLDefault
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), dbURL, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the demo schema instead of dropping it")
+	return cmd
+}
+
+// narrator prints timestamped lines, from any goroutine.
+type narrator struct {
+	mu    sync.Mutex
+	out   io.Writer
+	start time.Time
+}
+
+func (n *narrator) say(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	fmt.Fprintf(n.out, "%s  +%4.1fs  %s\n", now.UTC().Format("15:04:05.000"), now.Sub(n.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// narrateHandler is a slog.Handler that turns log records into narration.
+type narrateHandler struct {
+	n      *narrator
+	prefix string
+	attrs  []slog.Attr
+	level  slog.Level
+}
+
+func (h *narrateHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *narrateHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.prefix)
+	b.WriteString(r.Message)
+	write := func(a slog.Attr) bool {
+		if a.Key == "server" {
+			return true
+		}
+		v := a.Value.Resolve()
+		if t, ok := v.Any().(time.Time); ok {
+			fmt.Fprintf(&b, " %s=%s", a.Key, t.UTC().Format("15:04:05"))
+		} else {
+			fmt.Fprintf(&b, " %s=%v", a.Key, v)
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	h.n.say("%s", b.String())
+	return nil
+}
+
+func (h *narrateHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	return &c
+}
+
+func (h *narrateHandler) WithGroup(string) slog.Handler { return h }
+
+// runDemo runs the narrated order demo in a fresh schema of the database at
+// dbURL, and drops the schema at the end unless o.keep.
+func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err error) {
+	n := &narrator{out: out, start: time.Now()}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	schema := "prescient_demo_" + hex.EncodeToString(rnd[:])
+
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema, MaxConns: 8})
+	if err != nil {
+		return fmt.Errorf("demo: cannot reach PostgreSQL at %s: %w (set %s, or database.url, to a database where the demo may create a schema)",
+			redact(dbURL), err, EnvDatabaseURL)
+	}
+	defer st.Close()
+	n.say("using PostgreSQL at %s, schema %s", redact(dbURL), schema)
+	defer func() {
+		if o.keep {
+			n.say("kept schema %s (drop it with: DROP SCHEMA %s CASCADE)", schema, schema)
+			return
+		}
+		_, derr := st.Pool().Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		if derr != nil {
+			err = errors.Join(err, fmt.Errorf("demo: drop schema %s: %w", schema, derr))
+			return
+		}
+		n.say("dropped schema %s", schema)
+	}()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("demo: migrate: %w", err)
+	}
+	if _, err := st.Pool().Exec(ctx, orders.Schema); err != nil {
+		return fmt.Errorf("demo: create the orders and alerts tables: %w", err)
+	}
+
+	logger := slog.New(&narrateHandler{n: n, level: slog.LevelInfo})
+	reg, err := demoRegistry(n, logger)
+	if err != nil {
+		return err
+	}
+	cfg := prescient.Config{
+		Server:        "demo",
+		Grid:          slots.Grid{Resolution: demoResolution},
+		Checks:        reg,
+		SweepSchedule: "-",
+		PruneSchedule: "-",
+		ShutdownGrace: 5 * time.Second,
+		Logger:        logger.With("server", "demo"),
+	}
+	client, err := prescient.NewClient(st, &cfg)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := client.Start(ctx); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	defer func() {
+		// Stop is idempotent: this one is for the early returns.
+		if serr := client.Stop(context.WithoutCancel(ctx)); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	n.say("server started: slots every %s; orders alert after %s and escalate after %s unshipped",
+		demoResolution, demoAlertAfter, demoEscalateAfter)
+
+	inTx := func(fn func(tx pgx.Tx) error) error {
+		return pgx.BeginFunc(ctx, st.Pool(), fn)
+	}
+	ids := []string{"1001", "1002", "1003"}
+	for _, id := range ids {
+		var job *prescient.Job
+		if err := inTx(func(tx pgx.Tx) (err error) {
+			job, err = orders.Place(ctx, client, tx, id, time.Now(), demoOrderOpts(nil))
+			return err
+		}); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		n.say("placed order %s; its check is scheduled for slot %s", id, job.NextCheckAt.UTC().Format("15:04:05"))
+	}
+	pause(ctx, time.Second)
+	if err := inTx(func(tx pgx.Tx) error {
+		k, err := orders.Ship(ctx, client, tx, "1002")
+		if err == nil {
+			n.say("shipped order 1002: resolve(order, 1002, shipped) settled %d pending check(s)", k)
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := inTx(func(tx pgx.Tx) error {
+		k, err := orders.Cancel(ctx, client, tx, "1003")
+		if err == nil {
+			n.say("order 1003 was cancelled: cancel(order, 1003) removed %d pending check(s)", k)
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	n.say("order 1001 stays unshipped; waiting for its alert and escalation...")
+
+	deadline := time.Now().Add(demoTimeout)
+	for {
+		_, jerr := client.Job(ctx, orders.Entity, "1001", orders.Check)
+		if errors.Is(jerr, prescient.ErrNotFound) {
+			break
+		}
+		if jerr != nil {
+			return fmt.Errorf("demo: watch order 1001: %w", jerr)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: order 1001's check was still pending after %s; is the server firing slots? (see the log above)", demoTimeout)
+		}
+		if !pause(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	n.say("order 1001's check is done: nothing is pending any more")
+	if err := client.Stop(ctx); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+
+	recs, err := client.History(ctx, history.Filter{Entity: orders.Entity})
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	fmt.Fprintln(out, "\nhistory:")
+	writeHistoryTable(out, recs)
+	fmt.Fprintln(out, "\nalerts:")
+	if err := writeAlerts(ctx, out, st); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+// demoOrderOpts are the example's options at demo speed.
+func demoOrderOpts(logger *slog.Logger) orders.Options {
+	return orders.Options{AlertAfter: demoAlertAfter, EscalateAfter: demoEscalateAfter, Logger: logger}
+}
+
+// demoRegistry registers the order check, wrapped so that each run of it is
+// narrated.
+func demoRegistry(n *narrator, logger *slog.Logger) (*checks.Registry, error) {
+	plain := &checks.Registry{}
+	if err := orders.Register(plain, demoOrderOpts(logger)); err != nil {
+		return nil, err
+	}
+	reg := &checks.Registry{}
+	for _, c := range plain.All() {
+		fn := c.Func
+		err := reg.Register(c.Name, func(ctx context.Context, job *checks.Job) (time.Time, error) {
+			n.say("slot %s fired: check %s #%d of %s %s (%s late)", job.Slot.Format("15:04:05"), job.Check,
+				job.CheckCount+1, job.Entity, job.Key, job.Lateness().Round(time.Millisecond))
+			next, err := fn(ctx, job)
+			switch {
+			case err != nil:
+				n.say("check %s of %s %s failed: %v", job.Check, job.Entity, job.Key, err)
+			case next.IsZero():
+				n.say("check %s of %s %s is done", job.Check, job.Entity, job.Key)
+			default:
+				n.say("check %s of %s %s asks to run again at %s", job.Check, job.Entity, job.Key, next.UTC().Format("15:04:05"))
+			}
+			return next, err
+		}, &c.Opts)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func writeAlerts(ctx context.Context, out io.Writer, st *postgres.Store) error {
+	rows, err := st.Pool().Query(ctx, `SELECT order_id, stage, raised_at FROM alerts ORDER BY raised_at, order_id`)
+	if err != nil {
+		return fmt.Errorf("demo: read alerts: %w", err)
+	}
+	defer rows.Close()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ORDER\tSTAGE\tRAISED AT")
+	for rows.Next() {
+		var id, stage string
+		var at time.Time
+		if err := rows.Scan(&id, &stage, &at); err != nil {
+			return fmt.Errorf("demo: read alerts: %w", err)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", id, stage, at.Format("15:04:05.000"))
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("demo: read alerts: %w", err)
+	}
+	return tw.Flush()
+}
+
+// pause waits d or until ctx ends, and reports whether ctx is still alive.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// redact hides a password in a database URL.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient/internal/pgtest"
+)
+
+// TestDemo runs `prescient demo` for real (about 10 to 15 seconds of slots)
+// and checks its story: one order ships, one is cancelled, one alerts and
+// then escalates exactly once, and the schema is gone afterwards.
+func TestDemo(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: pgtest.URL()}}
+	out, err := h.run("demo")
+	if err != nil {
+		t.Fatalf("demo: %v\noutput:\n%s", err, out)
+	}
+	for _, c := range []struct {
+		line string
+		n    int
+	}{
+		{"order unshipped: alert raised order=1001", 1},
+		{"order unshipped: escalation raised order=1001", 1},
+		{"alert raised", 1},
+		{"escalation raised", 1},
+		{"shipped order 1002: resolve(order, 1002, shipped) settled 1 pending check(s)", 1},
+		{"order 1003 was cancelled: cancel(order, 1003) removed 1 pending check(s)", 1},
+		{"check order_unshipped #1 of order 1001", 1},
+		{"check order_unshipped #2 of order 1001", 1},
+		{"of order 1002", 0},
+		{"of order 1003", 0},
+		{"failed", 0},
+	} {
+		if got := strings.Count(out, c.line); got != c.n {
+			t.Errorf("output has %q %d time(s), want %d:\n%s", c.line, got, c.n, out)
+		}
+	}
+	_, tables, ok := strings.Cut(out, "\nhistory:\n")
+	if !ok {
+		t.Fatalf("no history table in the output:\n%s", out)
+	}
+	for _, re := range []string{
+		`order\s+1001\s+order_unshipped\s+done\s+2\s`,
+		`order\s+1002\s+order_unshipped\s+resolved\s+0\s`,
+		`order\s+1003\s+order_unshipped\s+cancelled\s+0\s`,
+		`(?s)alerts:\nORDER\s+STAGE\s+RAISED AT\n1001\s+alert\s+\S+\n1001\s+escalation\s+\S+\n\n`,
+	} {
+		if !regexp.MustCompile(re).MatchString(tables) {
+			t.Errorf("tables do not match %s:\n%s", re, tables)
+		}
+	}
+	m := regexp.MustCompile(`dropped schema (prescient_demo_[0-9a-f]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("output does not say the schema was dropped:\n%s", out)
+	}
+	conn, err := pgx.Connect(context.Background(), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, m[1]).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		t.Errorf("schema %s still exists after the demo", m[1])
+	}
+}
+
+func TestDemoUnreachable(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: "postgres://root:secret@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2"}}
+	_, err := h.run("demo")
+	if err == nil {
+		t.Fatal("demo against a closed port: no error")
+	}
+	for _, w := range []string{"cannot reach PostgreSQL at postgres://root:xxxxx@127.0.0.1:1/", EnvDatabaseURL} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("error %q shows the password", err)
+	}
+}

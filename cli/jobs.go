@@ -1,0 +1,202 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// scheduleOpts are the arguments and flags of `prescient schedule`.
+type scheduleOpts struct {
+	entity, key, check string
+	at, in             string // the raw flags
+	payload            string
+	onConflict         string
+
+	// Set by Validate.
+	when    time.Time     // from --at
+	after   time.Duration // from --in
+	rule    prescient.ConflictRule
+	rawJSON json.RawMessage
+}
+
+// Validate checks the flags and parses them; errors name the flag and value.
+func (o *scheduleOpts) Validate() error {
+	switch {
+	case o.at == "" && o.in == "":
+		return errors.New("say when to check: --at TIME (RFC 3339, e.g. 2025-06-01T15:04:05Z) or --in DURATION (e.g. 3h)")
+	case o.at != "" && o.in != "":
+		return fmt.Errorf("--at %q and --in %q both say when to check; give only one", o.at, o.in)
+	case o.at != "":
+		t, err := time.Parse(time.RFC3339, o.at)
+		if err != nil {
+			return fmt.Errorf("--at %q is not an RFC 3339 time (want e.g. 2025-06-01T15:04:05Z or 2025-06-01T17:04:05+02:00)", o.at)
+		}
+		o.when = t
+	default:
+		d, err := time.ParseDuration(o.in)
+		if err != nil || d < 0 {
+			return fmt.Errorf("--in %q is not a positive Go duration (want e.g. 90s, 15m or 3h30m)", o.in)
+		}
+		o.after = d
+	}
+	if o.payload != "" {
+		if !json.Valid([]byte(o.payload)) {
+			var v any
+			err := json.Unmarshal([]byte(o.payload), &v)
+			return fmt.Errorf("--payload %q is not valid JSON: %v (want e.g. '{\"amount\": 42}')", o.payload, err)
+		}
+		o.rawJSON = json.RawMessage(o.payload)
+	}
+	switch r := prescient.ConflictRule(o.onConflict); r {
+	case prescient.ConflictReplace, prescient.ConflictKeep:
+		o.rule = r
+	default:
+		return fmt.Errorf("--on-conflict %q is not a conflict rule (want %s or %s)", o.onConflict, prescient.ConflictReplace, prescient.ConflictKeep)
+	}
+	return nil
+}
+
+func (e *env) scheduleCommand() *cobra.Command {
+	o := &scheduleOpts{}
+	cmd := &cobra.Command{
+		Use:   "schedule ENTITY KEY CHECK (--at TIME | --in DURATION)",
+		Short: "Schedule a check of an entity, and print the slot it landed in",
+		Long: `schedule upserts the job (ENTITY, KEY, CHECK): its check runs in the first slot
+at or after the requested time (times are rounded up to the slot grid; a time
+that has passed moves to the next slot).
+
+If the job is already pending, --on-conflict says what happens: replace (the
+default) moves it to the new time, and replaces its payload when --payload is
+given; keep leaves it untouched.`,
+		Example: `  prescient schedule order 42 order_unshipped --in 3h
+  prescient schedule order 42 order_unshipped --at 2025-06-01T15:00:00Z --payload '{"amount": 42}'
+  prescient schedule order 42 order_unshipped --in 3h --on-conflict keep`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.entity, o.key, o.check = args[0], args[1], args[2]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, _, closeFn, err := e.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			return schedule(cmd.Context(), cmd.OutOrStdout(), c, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.at, "at", "", "check at or after `TIME` (RFC 3339)")
+	cmd.Flags().StringVar(&o.in, "in", "", "check after `DURATION` from now (Go duration: 90s, 15m, 3h)")
+	cmd.Flags().StringVar(&o.payload, "payload", "", "`JSON` handed to the check")
+	cmd.Flags().StringVar(&o.onConflict, "on-conflict", string(prescient.ConflictReplace), "what to do when the job is already pending: replace or keep")
+	return cmd
+}
+
+func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *scheduleOpts) error {
+	at := o.when
+	if at.IsZero() {
+		at = c.Config().Now().Add(o.after)
+	}
+	p := prescient.ScheduleParams{Entity: o.entity, Key: o.key, Check: o.check, At: at, OnConflict: o.rule}
+	if o.rawJSON != nil {
+		p.Payload = o.rawJSON
+	}
+	job, err := c.Schedule(ctx, p)
+	if err != nil {
+		return err
+	}
+	g := c.Config().Grid
+	fmt.Fprintf(out, "%s/%s %s: next check in slot %s (position %d, %s); first check %s, %d check(s) so far\n",
+		job.Entity, job.Key, job.Check, job.NextCheckAt.UTC().Format(time.RFC3339),
+		g.Position(job.NextCheckAt), positionLabel(g, g.Position(job.NextCheckAt)),
+		job.FirstCheckAt.UTC().Format(time.RFC3339), job.CheckCount)
+	return nil
+}
+
+// cancelOpts are the arguments of `prescient cancel`.
+type cancelOpts struct{ entity, key, check string }
+
+// Validate accepts any arguments; the client checks the names.
+func (o *cancelOpts) Validate() error { return nil }
+
+func (e *env) cancelCommand() *cobra.Command {
+	o := &cancelOpts{}
+	return &cobra.Command{
+		Use:   "cancel ENTITY KEY [CHECK]",
+		Short: "Cancel a pending check of an entity, or all of them",
+		Long: `cancel moves the pending job (ENTITY, KEY, CHECK), or every pending job of the
+entity when CHECK is left out, to history with outcome cancelled, and prints
+how many it cancelled. Cancelling what is not pending is not an error.`,
+		Example: `  prescient cancel order 42 order_unshipped
+  prescient cancel order 42`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.entity, o.key = args[0], args[1]
+			if len(args) == 3 {
+				o.check = args[2]
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, _, closeFn, err := e.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			n, err := c.Cancel(cmd.Context(), o.entity, o.key, o.check)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %d job(s)\n", n)
+			return nil
+		},
+	}
+}
+
+// resolveOpts are the arguments of `prescient resolve`.
+type resolveOpts struct{ entity, key, event string }
+
+// Validate accepts any arguments; the client checks the names.
+func (o *resolveOpts) Validate() error { return nil }
+
+func (e *env) resolveCommand() *cobra.Command {
+	o := &resolveOpts{}
+	return &cobra.Command{
+		Use:   "resolve ENTITY KEY EVENT",
+		Short: "Say that an event happened to an entity, settling the checks that awaited it",
+		Long: `resolve moves every pending job of the entity whose check awaits EVENT to
+history with outcome resolved, and prints how many. Which checks await which
+events comes from the check catalog, recorded by every server at start-up
+(and by this command for the checks built into this binary).`,
+		Example: `  prescient resolve order 42 shipped`,
+		Args:    cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.entity, o.key, o.event = args[0], args[1], args[2]
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, _, closeFn, err := e.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := c.SyncCatalog(cmd.Context()); err != nil {
+				return err
+			}
+			n, err := c.Resolve(cmd.Context(), o.entity, o.key, o.event)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "resolved %d job(s)\n", n)
+			return nil
+		},
+	}
+}

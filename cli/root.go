@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// Opts configure the command tree NewRootCommand builds.
+type Opts struct {
+	// Checks holds the Go checks a server built from this command tree runs
+	// (`run`, `sweep --mode run`) and whose awaited events `resolve` knows.
+	// Nil means an empty registry: the binary can still schedule, cancel,
+	// resolve and report.
+	Checks *checks.Registry
+	// Out receives command output. Nil means os.Stdout.
+	Out io.Writer
+	// Err receives logs and error messages. Nil means os.Stderr.
+	Err io.Writer
+	// Now is the clock of the engine the commands build. Nil means
+	// time.Now. Simulations and fault tests set it (a skewed clock, say).
+	Now func() time.Time
+
+	// getenv reads the environment (tests replace it). Nil means os.Getenv.
+	getenv func(string) string
+}
+
+func (o *Opts) withDefaults() *Opts {
+	var c Opts
+	if o != nil {
+		c = *o
+	}
+	if c.Checks == nil {
+		c.Checks = &checks.Registry{}
+	}
+	if c.Out == nil {
+		c.Out = os.Stdout
+	}
+	if c.Err == nil {
+		c.Err = os.Stderr
+	}
+	if c.getenv == nil {
+		c.getenv = os.Getenv
+	}
+	return &c
+}
+
+// env is what every subcommand shares: the options and the global flags.
+type env struct {
+	opts       *Opts
+	configPath string
+}
+
+// NewRootCommand returns the `prescient` command with every subcommand. It
+// does not read the environment or any file until a command runs. Run it
+// with ExecuteContext: a failing command prints "Error: ..." to opts.Err and
+// returns the error, so that main can exit non-zero. opts may be nil.
+func NewRootCommand(opts *Opts) *cobra.Command {
+	e := &env{opts: opts.withDefaults()}
+	root := &cobra.Command{
+		Use:   "prescient",
+		Short: "Schedule checks for things that should have happened, and act when they have not",
+		Long: `prescient schedules a check for an entity when something happens (an order is
+placed) and runs it when the time comes (is it shipped yet?). Work is
+proportional to what is due, never to the size of the tables.
+
+Configuration comes from --config FILE (YAML, see config.example.yaml), on top
+of built-in defaults. The environment variables PRESCIENT_DATABASE_URL and
+PRESCIENT_SERVER override database.url and server.`,
+		SilenceUsage: true,
+	}
+	root.SetOut(e.opts.Out)
+	root.SetErr(e.opts.Err)
+	root.PersistentFlags().StringVar(&e.configPath, "config", "", "YAML configuration `FILE` (default: none, built-in defaults)")
+	root.AddCommand(
+		e.migrateCommand(),
+		e.runCommand(),
+		e.scheduleCommand(),
+		e.cancelCommand(),
+		e.resolveCommand(),
+		e.sweepCommand(),
+		e.statusCommand(),
+		e.historyCommand(),
+		e.slotsCommand(),
+		e.demoCommand(),
+	)
+	return root
+}
+
+// config loads and validates the configuration named by --config.
+func (e *env) config() (*Config, error) {
+	cfg, err := loadConfig(e.configPath, e.opts.getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// logger builds the logger the configuration asks for, writing to opts.Err.
+func (e *env) logger(cfg *Config) *slog.Logger {
+	level, _ := cfg.logLevel() // validated
+	ho := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(e.opts.Err, ho))
+	}
+	return slog.New(slog.NewTextHandler(e.opts.Err, ho))
+}
+
+// errNoDatabase is returned when no database URL is configured.
+var errNoDatabase = errors.New("no database configured: set database.url in the --config file, or the environment variable " + EnvDatabaseURL + " (e.g. postgres://user@localhost:5432/app)")
+
+// openStore opens the store the configuration names. It is the one place
+// that decides which store backs the command line: today PostgreSQL only, so
+// an empty database.url is an error.
+func openStore(ctx context.Context, cfg *Config) (*postgres.Store, error) {
+	if cfg.Database.URL == "" {
+		return nil, errNoDatabase
+	}
+	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
+	if err != nil {
+		return nil, fmt.Errorf("database.url: %w", err)
+	}
+	return st, nil
+}
+
+// clientConfig is the engine configuration of cfg, with the options' checks
+// and clock.
+func (e *env) clientConfig(cfg *Config, log *slog.Logger) prescient.Config {
+	pc := cfg.ClientConfig(e.opts.Checks, log)
+	pc.Now = e.opts.Now
+	return pc
+}
+
+// client loads the configuration, opens the store and builds a client that
+// is not started. The caller must call the returned close function.
+func (e *env) client(ctx context.Context) (*prescient.Client, *Config, func(), error) {
+	cfg, err := e.config()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pc := e.clientConfig(cfg, e.logger(cfg))
+	c, err := prescient.NewClient(st, &pc)
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	return c, cfg, st.Close, nil
+}

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// slotsOpts are the options of `prescient slots`.
+type slotsOpts struct{}
+
+// Validate accepts every slotsOpts.
+func (o *slotsOpts) Validate() error { return nil }
+
+func (e *env) slotsCommand() *cobra.Command {
+	o := &slotsOpts{}
+	return &cobra.Command{
+		Use:   "slots",
+		Short: "Print the slot grid and the ownership table, and check the configuration",
+		Long: `slots prints the slot grid (resolution, offset, ownership cycle), each position
+of the cycle with the clock time its slots start at, and which servers fire
+each position. It then validates the whole configuration: overlapping owners
+are reported as warnings (safe, but usually a mistake); a position that no
+server fires, or any other invalid setting, is an error and the exit status is
+non-zero. It needs no database.`,
+		Example: `  prescient slots --config /etc/prescient.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(e.configPath, e.opts.getenv)
+			if err != nil {
+				return err
+			}
+			return printSlots(cmd.OutOrStdout(), cfg)
+		},
+	}
+}
+
+// printSlots prints the grid and the ownership table of cfg, then validates
+// cfg and returns its error.
+func printSlots(out io.Writer, cfg *Config) error {
+	pc := cfg.clientConfig()
+	g := pc.Grid
+	if err := g.Validate(); err != nil {
+		return cfg.Validate() // names the slots key and line
+	}
+	fmt.Fprintf(out, "grid: resolution %s, offset %s, cycle %s: %d position(s)\n",
+		g.Resolution, g.Offset, cycleOf(g), g.Positions())
+	n := g.Positions()
+	labels := make([]string, n)
+	for p := range n {
+		labels[p] = fmt.Sprintf("%d %s", p, positionLabel(g, p))
+	}
+	fmt.Fprintf(out, "positions: %s\n\n", strings.Join(labels, ", "))
+
+	own := pc.Ownership
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POSITION\tSTARTS\tSERVERS")
+	for p := range n {
+		servers := "(none: its jobs would never fire)"
+		switch {
+		case pc.AutoOwnership:
+			servers = "automatic: spread over the live servers"
+		case len(own) == 0:
+			servers = "every server (no static ownership)"
+		case len(own.Owners(p)) > 0:
+			servers = strings.Join(own.Owners(p), ", ")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", p, positionLabel(g, p), servers)
+	}
+	tw.Flush()
+
+	rep := own.Check(n)
+	for p := range n {
+		if s, ok := rep.Overlaps[p]; ok {
+			fmt.Fprintf(out, "warning: position %d (%s) is fired by %d servers: %s (safe, but each slot is fired twice)\n",
+				p, positionLabel(g, p), len(s), strings.Join(s, ", "))
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "configuration OK")
+	return nil
+}
+
+func cycleOf(g slots.Grid) time.Duration {
+	if g.Cycle == 0 {
+		return g.Resolution
+	}
+	return g.Cycle
+}
+
+// positionLabel names the clock time at which position p's first slot in
+// each hour, day or week starts: ":15" for a cycle that divides an hour,
+// "06:00" for a cycle of whole hours that divides a day, "Mon 06:00" for a
+// cycle of whole days that divides a week; otherwise the offset into the
+// cycle ("+45m0s"). Grids finer than a minute show seconds.
+func positionLabel(g slots.Grid, p int) string {
+	cycle := cycleOf(g)
+	t := time.Unix(0, 0).UTC().Add(g.Offset + time.Duration(p)*g.Resolution)
+	secs := g.Resolution%time.Minute != 0 || g.Offset%time.Minute != 0
+	sub := g.Resolution%time.Second != 0 || g.Offset%time.Second != 0
+	const week = 7 * 24 * time.Hour
+	var layout string
+	switch {
+	case sub:
+		// Below a second the clock says little; the offset says it exactly.
+	case time.Hour%cycle == 0 && !secs:
+		layout = ":04"
+	case time.Hour%cycle == 0:
+		layout = ":04:05"
+	case 24*time.Hour%cycle == 0 && cycle%time.Hour == 0 && !secs:
+		layout = "15:04"
+	case 24*time.Hour%cycle == 0 && cycle%time.Hour == 0:
+		layout = "15:04:05"
+	case week%cycle == 0 && cycle%(24*time.Hour) == 0:
+		layout = "Mon 15:04"
+	}
+	if layout == "" {
+		return "+" + (g.Offset + time.Duration(p)*g.Resolution).String()
+	}
+	return t.Format(layout)
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// statusOpts are the flags of `prescient status`.
+type statusOpts struct {
+	json     bool
+	upcoming int
+	recent   int
+}
+
+// Validate checks the counts.
+func (o *statusOpts) Validate() error {
+	if o.upcoming < 1 || o.upcoming > 1000 {
+		return fmt.Errorf("--upcoming %d must be between 1 and 1000", o.upcoming)
+	}
+	if o.recent < 1 || o.recent > 1000 {
+		return fmt.Errorf("--recent %d must be between 1 and 1000", o.recent)
+	}
+	return nil
+}
+
+func (e *env) statusCommand() *cobra.Command {
+	o := &statusOpts{}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show what is pending, overdue and recently fired",
+		Long: `status prints a snapshot for operators: the pending total; the load of the
+upcoming slots (jobs per slot, before they fire); overdue jobs (due in a slot
+that has passed without being processed) and the oldest of them; pending jobs
+per check; the latest slots fired, with their lag (how long after the slot
+boundary firing started) and counts; history outcomes over the last 24 hours;
+and the registered servers. --json prints the same for scripts.`,
+		Example: `  prescient status
+  prescient status --upcoming 20 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			c, _, closeFn, err := e.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			return printStatus(cmd.Context(), cmd.OutOrStdout(), c, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")
+	cmd.Flags().IntVar(&o.upcoming, "upcoming", 10, "list at most `N` upcoming slots")
+	cmd.Flags().IntVar(&o.recent, "recent", 10, "list at most `N` recently fired slots")
+	return cmd
+}
+
+func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *statusOpts) error {
+	st, err := c.Status(ctx, &prescient.StatusOpts{Upcoming: o.upcoming, Recent: o.recent})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	writeStatus(out, st)
+	return nil
+}
+
+func writeStatus(out io.Writer, st *prescient.Status) {
+	j := st.Jobs
+	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
+	fmt.Fprintf(out, "pending: %d\n", j.Pending)
+	if j.Overdue > 0 {
+		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); run `prescient sweep` or start a server\n",
+			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Round(time.Second))
+	} else {
+		fmt.Fprintln(out, "overdue: 0")
+	}
+
+	fmt.Fprintln(out, "\nupcoming slots:")
+	if len(j.Upcoming) == 0 {
+		fmt.Fprintln(out, "  (none)")
+	} else {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SLOT\tIN\tJOBS")
+		for _, l := range j.Upcoming {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtTime(l.Slot), l.Slot.Sub(st.Now).Round(time.Second), l.Jobs)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(out, "\npending per check:")
+	if len(j.ByCheck) == 0 {
+		fmt.Fprintln(out, "  (none)")
+	} else {
+		names := make([]string, 0, len(j.ByCheck))
+		for n := range j.ByCheck {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, n := range names {
+			fmt.Fprintf(tw, "  %s\t%d\n", n, j.ByCheck[n])
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(out, "\nrecent slots:")
+	if len(st.Recent) == 0 {
+		fmt.Fprintln(out, "  (none fired yet)")
+	} else {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SLOT\tSERVER\tKIND\tLAG\tSTATE\tCHECKED\tRESCHEDULED\tFAILURES\tUNKNOWN\tOUTCOMES")
+		for _, r := range st.Recent {
+			state := "running"
+			if r.Complete() {
+				state = "done in " + r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
+				fmtTime(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
+				r.Checked, r.Rescheduled, r.Failures, r.Unknown, outcomeCounts(r.Outcomes, "-"))
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintf(out, "\nhistory (24h): %s\n", outcomeCounts(st.Outcomes, "none"))
+
+	fmt.Fprintln(out, "\nservers:")
+	if len(st.Servers) == 0 {
+		fmt.Fprintln(out, "  (none registered)")
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSTARTED\tLAST HEARTBEAT\tPOSITIONS")
+	for _, s := range st.Servers {
+		fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%v\n", s.Name, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
+	}
+	tw.Flush()
+}
+
+// outcomeCounts prints counts in the order of history.Outcomes, e.g.
+// "done 3, resolved 1".
+func outcomeCounts(m map[history.Outcome]int, none string) string {
+	var parts []string
+	for _, o := range history.Outcomes {
+		if n := m[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o, n))
+		}
+	}
+	if len(parts) == 0 {
+		return none
+	}
+	return strings.Join(parts, ", ")
+}
