@@ -29,14 +29,14 @@ type Client struct {
 	store Store
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	running  bool
-	cron     *cron.Cron
-	stopWork context.CancelFunc // stops starting new work
-	stopNow  context.CancelFunc // interrupts in-flight checks
-	workCtx  context.Context
-	hardCtx  context.Context
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	running   bool
+	cron      *cron.Cron
+	stopWork  context.CancelFunc // stops starting new work
+	stopNow   context.CancelFunc // interrupts in-flight checks
+	workCtx   context.Context
+	hardCtx   context.Context
+	wg        sync.WaitGroup
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired
 	startedAt time.Time

@@ -11,3 +11,7 @@ var ErrTxType = errors.New("prescient: transaction type does not match the store
 
 // ErrClosed is returned by a client that has been stopped.
 var ErrClosed = errors.New("prescient: client stopped")
+
+// ErrNotMigrated is returned when prescient's tables are missing from the
+// database: run Store.Migrate (`prescient migrate`) first.
+var ErrNotMigrated = errors.New("prescient: the database has no prescient tables yet: run `prescient migrate` (or Store.Migrate) first")

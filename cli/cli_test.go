@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -91,15 +93,44 @@ func dbHarness(t *testing.T, extra string) (*harness, string, string) {
 	return &harness{t: t, env: map[string]string{EnvDatabaseURL: url}, config: path}, url, schema
 }
 
-func TestNoDatabase(t *testing.T) {
-	h := &harness{t: t, env: map[string]string{}}
-	for _, args := range [][]string{
-		{"migrate"}, {"status"}, {"history"}, {"sweep"}, {"cancel", "order", "1"},
-		{"schedule", "order", "1", "order_unshipped", "--in", "1h"},
+// TestEmbeddedDefault runs the commands with no database configured: they
+// use the SQLite file at database.path, which migrate creates.
+func TestEmbeddedDefault(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+db+"\n")}
+	wantContains(t, "migrate", h.mustRun("migrate"), "SQLite file "+db)
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("migrate did not create the SQLite file: %v", err)
+	}
+	h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+	wantContains(t, "status", h.mustRun("status"), "order_unshipped")
+	h.mustRun("sweep")
+	wantContains(t, "cancel", h.mustRun("cancel", "order", "1"), "1")
+	wantContains(t, "history", h.mustRun("history"), "cancelled")
+}
+
+// TestSQLiteRefusesWhatItCannotDo: PostgreSQL-only settings without a
+// database.url are errors naming the key and saying what would be right.
+func TestSQLiteRefusesWhatItCannotDo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, key, want string }{
+		{"database:\n  schema: jobs\n", "database.schema", "PostgreSQL only"},
+		{"database:\n  max_conns: 4\n", "database.max_conns", "PostgreSQL only"},
+		{"ownership:\n  auto: true\n", "ownership.auto", "several hosts"},
+		{"database:\n  path: \"\"\n", "database.path", "is empty"},
 	} {
-		_, err := h.run(args...)
-		if err == nil || !strings.Contains(err.Error(), "set database.url") || !strings.Contains(err.Error(), EnvDatabaseURL) {
-			t.Errorf("prescient %s without a database: error %v, want one saying to set database.url or %s", strings.Join(args, " "), err, EnvDatabaseURL)
+		h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, tc.yaml)}
+		_, err := h.run("slots")
+		if err == nil || !strings.Contains(err.Error(), tc.key) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one naming %s and saying %q", tc.yaml, err, tc.key, tc.want)
+		}
+		// With PostgreSQL the same setting is fine.
+		h.env[EnvDatabaseURL] = "postgres://app@db:5432/app"
+		if tc.key != "database.path" {
+			if _, err := h.run("slots"); err != nil {
+				t.Errorf("%q with a database.url: %v", tc.yaml, err)
+			}
 		}
 	}
 }
@@ -189,7 +220,7 @@ func TestSlotsCommand(t *testing.T) {
 
 func TestJobCommands(t *testing.T) {
 	h, url, schema := dbHarness(t, "")
-	wantContains(t, "migrate", h.mustRun("migrate"), "migrated; slot grid every 15m0s")
+	wantContains(t, "migrate", h.mustRun("migrate"), "migrated PostgreSQL at", "slot grid every 15m0s")
 
 	out := h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T10:07:00Z")
 	wantContains(t, "schedule --at", out, "order/42 order_unshipped: next check in slot 2030-01-01T10:15:00Z (position 1, :15)")

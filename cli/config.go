@@ -82,11 +82,18 @@ type HTTPConfig struct {
 	Listen string `yaml:"listen"`
 }
 
+// DatabasePathDefault is the SQLite file used when no PostgreSQL URL is
+// configured.
+const DatabasePathDefault = "prescient.db"
+
 // DatabaseConfig is the `database` section.
 type DatabaseConfig struct {
-	// URL is the PostgreSQL connection URL. Required for now (an embedded
-	// store will make it optional); PRESCIENT_DATABASE_URL overrides it.
+	// URL is the PostgreSQL connection URL; PRESCIENT_DATABASE_URL overrides
+	// it. Empty means the embedded SQLite store at Path.
 	URL string `yaml:"url"`
+	// Path is the SQLite file used when URL is empty, created if missing.
+	// Relative paths are relative to the working directory.
+	Path string `yaml:"path"`
 	// Schema is the PostgreSQL schema holding prescient's tables. Empty means
 	// the first schema of the connection's search_path (usually public).
 	Schema string `yaml:"schema"`
@@ -167,6 +174,7 @@ type LogConfig struct {
 // constants of the prescient, slots and guards packages.
 func DefaultConfig() *Config {
 	return &Config{
+		Database: DatabaseConfig{Path: DatabasePathDefault},
 		Slots: SlotsConfig{
 			Resolution: Duration(slots.ResolutionDefault),
 			Cycle:      Duration(slots.CycleDefault),
@@ -542,6 +550,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Slots.Resolution == 0 {
 		bad("slots.resolution", fmt.Errorf("must be positive, got 0s"))
+	}
+	if c.Database.URL == "" {
+		// The embedded store serves the processes of one host.
+		if c.Database.Path == "" {
+			bad("database.path", errors.New("is empty: name the SQLite file, or set database.url (or "+EnvDatabaseURL+") to use PostgreSQL"))
+		}
+		if c.Database.Schema != "" {
+			bad("database.schema", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) has no schemas"))
+		}
+		if c.Database.MaxConns != 0 {
+			bad("database.max_conns", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) serialises writers itself"))
+		}
+		if c.Ownership.Auto {
+			bad("ownership.auto", errors.New("spreads slots over servers on several hosts, which must share PostgreSQL (set database.url); "+
+				"SQLite serves the processes of one host: use one server, or ownership.static for several processes sharing the file"))
+		}
 	}
 	if c.HTTP.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {

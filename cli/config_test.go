@@ -159,7 +159,7 @@ log: {level: debug, format: json}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ClientConfig:\ngot  %+v\nwant %+v", got, want)
 	}
-	if cfg.Database != (DatabaseConfig{URL: "postgres://app@db:5432/app", Schema: "jobs", MaxConns: 7}) {
+	if cfg.Database != (DatabaseConfig{URL: "postgres://app@db:5432/app", Path: DatabasePathDefault, Schema: "jobs", MaxConns: 7}) {
 		t.Errorf("database: got %+v", cfg.Database)
 	}
 	if cfg.Log != (LogConfig{Level: "debug", Format: "json"}) {

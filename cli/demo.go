@@ -3,12 +3,15 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -23,11 +26,8 @@ import (
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
 )
-
-// DemoDatabaseURLDefault is the database the demo uses when neither
-// database.url nor PRESCIENT_DATABASE_URL names one.
-const DemoDatabaseURLDefault = "postgres://root@127.0.0.1:5432/postgres?sslmode=disable"
 
 // Demo timing: short enough to watch, long enough to see the slots.
 const (
@@ -41,7 +41,7 @@ const (
 
 // demoOpts are the flags of `prescient demo`.
 type demoOpts struct {
-	keep bool // keep the schema instead of dropping it
+	keep bool // keep the demo's database instead of removing it
 }
 
 // Validate accepts every demoOpts.
@@ -52,15 +52,17 @@ func (e *env) demoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Watch unshipped orders raise an alert, then an escalation, in 20 seconds",
-		Long: `demo runs the order example against a throwaway schema and narrates it: three
-orders are placed with the order_unshipped check (alert after 4s, escalation
-after 8s, on a 2-second slot grid); one ships, one is cancelled, and the third
-stays unshipped: it raises an alert, then an escalation. The demo then prints
-the history and alerts tables, drops its schema and exits.
+		Long: `demo runs the order example against a throwaway database and narrates it:
+three orders are placed with the order_unshipped check (alert after 4s,
+escalation after 8s, on a 2-second slot grid); one ships, one is cancelled,
+and the third stays unshipped: it raises an alert, then an escalation. The
+demo then prints the history and alerts tables, removes its database and
+exits.
 
-It uses database.url, PRESCIENT_DATABASE_URL, or else
-` + DemoDatabaseURLDefault + `, and creates
-(then drops) a schema named prescient_demo_<random> there.`,
+With no database.url (nor PRESCIENT_DATABASE_URL) it uses a fresh SQLite file
+in a temporary directory: it needs nothing installed. With one, it creates
+(then drops) a schema named prescient_demo_<random> in that PostgreSQL
+database.`,
 		Example: `  prescient demo
   PRESCIENT_DATABASE_URL=postgres://me@localhost:5432/scratch prescient demo --keep`,
 		Args: cobra.NoArgs,
@@ -72,14 +74,10 @@ It uses database.url, PRESCIENT_DATABASE_URL, or else
 			if err != nil {
 				return err
 			}
-			dbURL := cfg.Database.URL
-			if dbURL == "" {
-				dbURL = DemoDatabaseURLDefault
-			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), dbURL, o)
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), cfg.Database.URL, o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the demo schema instead of dropping it")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the demo's SQLite file or PostgreSQL schema instead of removing it")
 	return cmd
 }
 
@@ -139,39 +137,130 @@ func (h *narrateHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *narrateHandler) WithGroup(string) slog.Handler { return h }
 
-// runDemo runs the narrated order demo in a fresh schema of the database at
-// dbURL, and drops the schema at the end unless o.keep.
-func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err error) {
-	n := &narrator{out: out, start: time.Now()}
+// demoDB is the demo's throwaway database: the store, and what the demo does
+// in the database itself (its own tables, the application's transactions).
+type demoDB struct {
+	store prescient.Store
+	// inTx runs fn in an application transaction of the store's kind.
+	inTx func(ctx context.Context, fn func(tx any) error) error
+	// exec runs DDL.
+	exec func(ctx context.Context, sql string) error
+	// query runs a query for the alerts table.
+	query func(ctx context.Context, sql string) (rowScanner, error)
+	// what describes the database for the narration.
+	what string
+	// remove removes the database (unless the demo keeps it).
+	remove func(ctx context.Context) (string, error)
+}
+
+// rowScanner is the part of pgx.Rows the demo reads; sqlRows gives
+// *sql.Rows the same shape.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// sqlRows adapts *sql.Rows, whose Close returns an error, to rowScanner.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() }
+
+// openDemoDB opens a throwaway database: a schema in PostgreSQL at dbURL, or
+// a fresh SQLite file when dbURL is empty.
+func openDemoDB(ctx context.Context, dbURL string) (*demoDB, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if dbURL == "" {
+		dir, err := os.MkdirTemp("", "prescient-demo-")
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		path := filepath.Join(dir, "demo.db")
+		st, err := sqlite.Open(openCtx, path, nil)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		return &demoDB{
+			store: st,
+			inTx: func(ctx context.Context, fn func(tx any) error) error {
+				tx, err := st.DB().BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				if err := fn(tx); err != nil {
+					tx.Rollback()
+					return err
+				}
+				return tx.Commit()
+			},
+			exec: func(ctx context.Context, q string) error { _, err := st.DB().ExecContext(ctx, q); return err },
+			query: func(ctx context.Context, q string) (rowScanner, error) {
+				rows, err := st.DB().QueryContext(ctx, q)
+				return sqlRows{rows}, err
+			},
+			what: "a fresh SQLite file " + path,
+			remove: func(context.Context) (string, error) {
+				st.Close()
+				return "removed " + path, os.RemoveAll(dir)
+			},
+		}, nil
+	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	schema := "prescient_demo_" + hex.EncodeToString(rnd[:])
-
-	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema, MaxConns: 8})
 	if err != nil {
-		return fmt.Errorf("demo: cannot reach PostgreSQL at %s: %w (set %s, or database.url, to a database where the demo may create a schema)",
+		return nil, fmt.Errorf("demo: cannot reach PostgreSQL at %s: %w (unset %s and database.url to run the demo on SQLite)",
 			redact(dbURL), err, EnvDatabaseURL)
 	}
-	defer st.Close()
-	n.say("using PostgreSQL at %s, schema %s", redact(dbURL), schema)
+	return &demoDB{
+		store: st,
+		inTx: func(ctx context.Context, fn func(tx any) error) error {
+			return pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error { return fn(tx) })
+		},
+		exec: func(ctx context.Context, q string) error { _, err := st.Pool().Exec(ctx, q); return err },
+		query: func(ctx context.Context, q string) (rowScanner, error) {
+			return st.Pool().Query(ctx, q)
+		},
+		what: fmt.Sprintf("PostgreSQL at %s, schema %s", redact(dbURL), schema),
+		remove: func(ctx context.Context) (string, error) {
+			defer st.Close()
+			_, err := st.Pool().Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			return "dropped schema " + schema, err
+		},
+	}, nil
+}
+
+// runDemo runs the narrated order demo in a throwaway database (see
+// openDemoDB) and removes it at the end unless o.keep.
+func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err error) {
+	n := &narrator{out: out, start: time.Now()}
+	db, err := openDemoDB(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	st := db.store
+	n.say("using %s", db.what)
 	defer func() {
 		if o.keep {
-			n.say("kept schema %s (drop it with: DROP SCHEMA %s CASCADE)", schema, schema)
+			n.say("kept %s", strings.TrimPrefix(db.what, "a fresh "))
+			st.Close()
 			return
 		}
-		_, derr := st.Pool().Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		what, derr := db.remove(context.WithoutCancel(ctx))
 		if derr != nil {
-			err = errors.Join(err, fmt.Errorf("demo: drop schema %s: %w", schema, derr))
+			err = errors.Join(err, fmt.Errorf("demo: %s: %w", what, derr))
 			return
 		}
-		n.say("dropped schema %s", schema)
+		n.say("%s", what)
 	}()
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("demo: migrate: %w", err)
 	}
-	if _, err := st.Pool().Exec(ctx, orders.Schema); err != nil {
+	if err := db.exec(ctx, orders.Schema); err != nil {
 		return fmt.Errorf("demo: create the orders and alerts tables: %w", err)
 	}
 
@@ -205,13 +294,11 @@ func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err
 	n.say("server started: slots every %s; orders alert after %s and escalate after %s unshipped",
 		demoResolution, demoAlertAfter, demoEscalateAfter)
 
-	inTx := func(fn func(tx pgx.Tx) error) error {
-		return pgx.BeginFunc(ctx, st.Pool(), fn)
-	}
+	inTx := func(fn func(tx any) error) error { return db.inTx(ctx, fn) }
 	ids := []string{"1001", "1002", "1003"}
 	for _, id := range ids {
 		var job *prescient.Job
-		if err := inTx(func(tx pgx.Tx) (err error) {
+		if err := inTx(func(tx any) (err error) {
 			job, err = orders.Place(ctx, client, tx, id, time.Now(), demoOrderOpts(nil))
 			return err
 		}); err != nil {
@@ -220,7 +307,7 @@ func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err
 		n.say("placed order %s; its check is scheduled for slot %s", id, job.NextCheckAt.UTC().Format("15:04:05"))
 	}
 	pause(ctx, time.Second)
-	if err := inTx(func(tx pgx.Tx) error {
+	if err := inTx(func(tx any) error {
 		k, err := orders.Ship(ctx, client, tx, "1002")
 		if err == nil {
 			n.say("shipped order 1002: resolve(order, 1002, shipped) settled %d pending check(s)", k)
@@ -229,7 +316,7 @@ func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err
 	}); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if err := inTx(func(tx pgx.Tx) error {
+	if err := inTx(func(tx any) error {
 		k, err := orders.Cancel(ctx, client, tx, "1003")
 		if err == nil {
 			n.say("order 1003 was cancelled: cancel(order, 1003) removed %d pending check(s)", k)
@@ -268,7 +355,7 @@ func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err
 	fmt.Fprintln(out, "\nhistory:")
 	writeHistoryTable(out, recs)
 	fmt.Fprintln(out, "\nalerts:")
-	if err := writeAlerts(ctx, out, st); err != nil {
+	if err := writeAlerts(ctx, out, db); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
@@ -311,8 +398,8 @@ func demoRegistry(n *narrator, logger *slog.Logger) (*checks.Registry, error) {
 	return reg, nil
 }
 
-func writeAlerts(ctx context.Context, out io.Writer, st *postgres.Store) error {
-	rows, err := st.Pool().Query(ctx, `SELECT order_id, stage, raised_at FROM alerts ORDER BY raised_at, order_id`)
+func writeAlerts(ctx context.Context, out io.Writer, db *demoDB) error {
+	rows, err := db.query(ctx, `SELECT order_id, stage, raised_at FROM alerts ORDER BY raised_at, order_id`)
 	if err != nil {
 		return fmt.Errorf("demo: read alerts: %w", err)
 	}

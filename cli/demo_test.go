@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,14 +14,56 @@ import (
 )
 
 // TestDemo runs `prescient demo` for real (about 10 to 15 seconds of slots)
-// and checks its story: one order ships, one is cancelled, one alerts and
-// then escalates exactly once, and the schema is gone afterwards.
+// on PostgreSQL and checks its story: one order ships, one is cancelled, one
+// alerts and then escalates exactly once, and the schema is gone afterwards.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: pgtest.URL()}}
 	out, err := h.run("demo")
 	if err != nil {
 		t.Fatalf("demo: %v\noutput:\n%s", err, out)
 	}
+	checkDemoStory(t, out)
+	m := regexp.MustCompile(`dropped schema (prescient_demo_[0-9a-f]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("output does not say the schema was dropped:\n%s", out)
+	}
+	conn, err := pgx.Connect(context.Background(), pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, m[1]).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if exists {
+		t.Errorf("schema %s still exists after the demo", m[1])
+	}
+}
+
+// TestDemoOnSQLite runs the demo with no database configured: the first run
+// on a fresh machine, on a throwaway SQLite file that is removed afterwards.
+func TestDemoOnSQLite(t *testing.T) {
+	t.Parallel()
+	h := &harness{t: t, env: map[string]string{}}
+	out, err := h.run("demo")
+	if err != nil {
+		t.Fatalf("demo: %v\noutput:\n%s", err, out)
+	}
+	checkDemoStory(t, out)
+	m := regexp.MustCompile(`removed (\S+demo\.db)`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "using a fresh SQLite file") {
+		t.Fatalf("output does not say it used and removed a SQLite file:\n%s", out)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists after the demo (%v)", m[1], err)
+	}
+}
+
+// checkDemoStory checks the narration and the tables the demo prints.
+func checkDemoStory(t *testing.T, out string) {
+	t.Helper()
 	for _, c := range []struct {
 		line string
 		n    int
@@ -53,22 +97,6 @@ func TestDemo(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(tables) {
 			t.Errorf("tables do not match %s:\n%s", re, tables)
 		}
-	}
-	m := regexp.MustCompile(`dropped schema (prescient_demo_[0-9a-f]+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("output does not say the schema was dropped:\n%s", out)
-	}
-	conn, err := pgx.Connect(context.Background(), pgtest.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var exists bool
-	if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, m[1]).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	if exists {
-		t.Errorf("schema %s still exists after the demo", m[1])
 	}
 }
 

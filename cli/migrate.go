@@ -58,6 +58,6 @@ func migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config
 	if err := st.GridSave(ctx, grid); err != nil {
 		return fmt.Errorf("migrate: save slot grid: %w", err)
 	}
-	fmt.Fprintf(out, "migrated; slot grid %s recorded\n", grid)
+	fmt.Fprintf(out, "migrated %s; slot grid %s recorded\n", describeStore(cfg), grid)
 	return nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // Opts configure the command tree NewRootCommand builds.
@@ -119,21 +119,41 @@ func (e *env) logger(cfg *Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.opts.Err, ho))
 }
 
-// errNoDatabase is returned when no database URL is configured.
-var errNoDatabase = errors.New("no database configured: set database.url in the --config file, or the environment variable " + EnvDatabaseURL + " (e.g. postgres://user@localhost:5432/app)")
-
-// openStore opens the store the configuration names. It is the one place
-// that decides which store backs the command line: today PostgreSQL only, so
-// an empty database.url is an error.
-func openStore(ctx context.Context, cfg *Config) (*postgres.Store, error) {
+// openStore opens the store the configuration names; it is the one place
+// that decides which store backs the command line. With database.url (or
+// PRESCIENT_DATABASE_URL) set it is PostgreSQL, migrated by `prescient
+// migrate` (or `run --migrate`) as a deploy step. Otherwise it is the
+// embedded SQLite file at database.path, which belongs to prescient alone
+// and is migrated here, so that a first run needs no set-up.
+func openStore(ctx context.Context, cfg *Config) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
-		return nil, errNoDatabase
+		st, err := sqlite.Open(ctx, cfg.Database.Path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("database.path: %w", err)
+		}
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
+		}
+		return st, nil
 	}
 	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
 	if err != nil {
 		return nil, fmt.Errorf("database.url: %w", err)
 	}
 	return st, nil
+}
+
+// describeStore says which store the configuration names, for people.
+func describeStore(cfg *Config) string {
+	if cfg.Database.URL == "" {
+		return "SQLite file " + cfg.Database.Path
+	}
+	s := "PostgreSQL at " + redact(cfg.Database.URL)
+	if cfg.Database.Schema != "" {
+		s += ", schema " + cfg.Database.Schema
+	}
+	return s
 }
 
 // clientConfig is the engine configuration of cfg, with the options' checks

@@ -109,7 +109,7 @@ func (e *env) run(ctx context.Context, o *runOpts) error {
 	for _, c := range pc.Checks.All() {
 		names = append(names, c.Name)
 	}
-	log.Info("serving", "server", pc.Server, "checks", names, "grid", pc.Grid.String())
+	log.Info("serving", "server", pc.Server, "store", describeStore(cfg), "checks", names, "grid", pc.Grid.String())
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", pc.ShutdownGrace)

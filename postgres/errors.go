@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,6 +25,10 @@ func interpretError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		// undefined_table / undefined_function on one of ours: not migrated.
+		if (pgErr.Code == "42P01" || pgErr.Code == "42883") && strings.Contains(pgErr.Message, "prescient_") {
+			return fmt.Errorf("%w (postgres: %s)", prescient.ErrNotMigrated, pgErr.Message)
+		}
 		msg := pgErr.Message
 		if pgErr.Detail != "" {
 			msg += ": " + pgErr.Detail

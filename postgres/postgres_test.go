@@ -563,3 +563,17 @@ func TestProcessWithPgxDefaultCancellation(t *testing.T) {
 		t.Errorf("job: %+v, %v; want it at %v with one failure", j, err, next)
 	}
 }
+
+// A store whose schema was never migrated says so, and how to fix it.
+func TestNotMigrated(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	s, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, prescient.ErrNotMigrated) {
+		t.Fatalf("JobGet before Migrate = %v, want ErrNotMigrated", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	msqlite "modernc.org/sqlite"
 
@@ -24,6 +25,9 @@ func interpretError(err error) error {
 	}
 	var se *msqlite.Error
 	if errors.As(err, &se) {
+		if strings.Contains(se.Error(), "no such table: prescient_") {
+			return fmt.Errorf("%w (sqlite: %s)", prescient.ErrNotMigrated, se.Error())
+		}
 		return fmt.Errorf("sqlite: %s", se.Error())
 	}
 	return err

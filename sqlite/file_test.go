@@ -371,3 +371,15 @@ func TestMigrateWaitsForLock(t *testing.T) {
 	}
 	scheduleN(t, s, 1)
 }
+
+// A file that was never migrated says so, and how to fix it.
+func TestNotMigrated(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "fresh.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, prescient.ErrNotMigrated) {
+		t.Fatalf("JobGet before Migrate = %v, want ErrNotMigrated", err)
+	}
+}

@@ -143,6 +143,8 @@ sweep:
 shutdown_grace: %s
 log:
   level: info
+http:
+  listen: "${FAULT_HTTP_LISTEN}"
 `, schema, o.auto, o.sweepInterval, o.grace)
 	c.config = filepath.Join(c.dir, "prescient.yaml")
 	if err := os.WriteFile(c.config, []byte(cfg), 0o644); err != nil {
@@ -152,7 +154,8 @@ log:
 	return c
 }
 
-// start launches server name; env adds environment variables.
+// start launches server name; env adds environment variables
+// (FAULT_HTTP_LISTEN=127.0.0.1:PORT serves its health endpoints).
 func (c *cluster) start(name string, env ...string) {
 	c.t.Helper()
 	bin := serverBinary(c.t)

@@ -2,7 +2,11 @@ package faulttest
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"syscall"
@@ -103,13 +107,28 @@ func TestDatabaseRestart(t *testing.T) {
 	t.Parallel()
 	in := pgtest.NewInstance(t)
 	c := newCluster(t, in.URL, "prescient", clusterOpts{auto: true})
+	health := map[string]string{}
 	for _, n := range []string{"a", "b", "c"} {
-		c.start(n)
+		health[n] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		c.start(n, "FAULT_HTTP_LISTEN="+health[n])
 	}
 	ready(t, c.store.Pool(), 3)
 	w := c.schedule(size(4000, 20000), size(12, 40), 10, 1, time.Now().Add(2*time.Second))
 	time.Sleep(3 * time.Second)
-	in.Restart(3 * time.Second)
+	for _, n := range []string{"a", "b", "c"} {
+		waitReady(t, health[n], http.StatusOK)
+	}
+	in.Stop()
+	outage := time.Now()
+	for _, n := range []string{"a", "b", "c"} {
+		waitReady(t, health[n], http.StatusServiceUnavailable)
+	}
+	time.Sleep(3*time.Second - time.Since(outage)) // the rest of the outage
+	in.Start()
+	down := time.Since(outage)
+	for _, n := range []string{"a", "b", "c"} {
+		waitReady(t, health[n], http.StatusOK)
+	}
 	f := c.waitSettled(w, 2*time.Minute)
 	c.check(f)
 	for _, n := range []string{"a", "b", "c"} {
@@ -119,7 +138,39 @@ func TestDatabaseRestart(t *testing.T) {
 		default:
 		}
 	}
-	t.Logf("database restart: %v, outage 3s", f)
+	t.Logf("database restart: %v, outage %s; every server reported not ready during it and ready after", f, down.Round(100*time.Millisecond))
+}
+
+// waitReady polls a server's /readyz (over real HTTP on loopback) until it
+// answers with the status code want.
+func waitReady(t *testing.T, addr string, want int) {
+	t.Helper()
+	end := time.Now().Add(20 * time.Second)
+	client := &http.Client{Timeout: time.Second}
+	last := "no answer"
+	for time.Now().Before(end) {
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s/readyz did not answer %d within 20s; last: %s", addr, want, last)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestGracefulStop sends SIGTERM to the only server in the middle of a
