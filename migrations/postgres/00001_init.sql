@@ -166,6 +166,12 @@ BEGIN
     -- to the boundary (less than one slot) goes through an interval.
     v_us := extract(epoch FROM p_at) * 1000000;
     v_slot := p_at + ((v_off + ceil((v_us - v_off) / v_res) * v_res) - v_us)::float8 * interval '1 microsecond';
+    -- A time that is not after now lands in the first slot after now, as in
+    -- the Go client: a slot that has begun may already have been fired.
+    IF v_slot <= now() THEN
+        v_us := extract(epoch FROM now()) * 1000000;
+        v_slot := now() + ((v_off + (floor((v_us - v_off) / v_res) + 1) * v_res) - v_us)::float8 * interval '1 microsecond';
+    END IF;
 
     INSERT INTO prescient_jobs AS j
         (entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
