@@ -102,14 +102,19 @@ func (c *Client) job(fn func(context.Context)) cron.Job {
 // finish, and checks still running then are interrupted and their jobs
 // released untouched (they stay due, for the sweep). Stop is idempotent.
 func (c *Client) Stop(ctx context.Context) error {
+	// Flip running under the lock, then wait without it: work still in
+	// flight may call back into the client (a recovery starts a sweep, which
+	// checks running under the same lock) and must not wait for Stop.
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.running {
+		c.mu.Unlock()
 		return nil
 	}
 	c.running = false
 	cronDone := c.cron.Stop()
 	c.stopWork()
+	c.mu.Unlock()
+
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
 	defer grace.Stop()
 	done := make(chan struct{})
@@ -322,7 +327,7 @@ type Status struct {
 	Server  string     `json:"server"`
 	Now     time.Time  `json:"now"`
 	Current time.Time  `json:"current_slot"`
-	Grid    slots.Grid `json:"-"`
+	Grid    slots.Grid `json:"grid"`
 	Jobs    *JobStats  `json:"jobs"`
 	// Recent lists the latest ledger rows, newest slot first.
 	Recent []*SlotRecord `json:"recent_slots"`

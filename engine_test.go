@@ -611,6 +611,9 @@ func TestServerDyingMidSlotLosesNothing(t *testing.T) {
 		if err != nil || len(slotsLedger) != 1 || slotsLedger[0].Complete() {
 			t.Fatalf("ledger %+v, %v: want the slot incomplete", slotsLedger, err)
 		}
+		if got := slotsLedger[0].Checked; got != done {
+			t.Fatalf("ledger says %d checked; %d committed before the server died", got, done)
+		}
 		// The next sweep, on another server, takes the rest.
 		clk.Set("2026-03-10T10:31:00Z")
 		b := h.client(clk, register(t, "unshipped", alertOnce(&calls{}), nil), func(c *prescient.Config) { c.Server = "b" })

@@ -114,15 +114,19 @@ dispatch:
 		c.log.Warn("jobs left pending: no check registered under this name", "check", name, "jobs", n, "slot", slot)
 	}
 	c.noteUnknown(unknown)
+	cut := errors.Join(errs...)
+	if cut == nil && workCtx.Err() != nil {
+		cut = fmt.Errorf("stopped: %w", workCtx.Err())
+	}
+	if cut != nil {
+		// The slot stays incomplete in the ledger, with what it did: the
+		// rest is still due, and catch-up or the sweep will take it.
+		if err := c.store.SlotFinish(context.WithoutCancel(hardCtx), rec); err != nil {
+			cut = errors.Join(cut, err)
+		}
+		return rec, fmt.Errorf("prescient: fire slot %s: %w", slot.Format(time.RFC3339), cut)
+	}
 	rec.FinishedAt = c.now()
-	if err := errors.Join(errs...); err != nil {
-		// The slot stays incomplete in the ledger: what it did not process is
-		// still due, and catch-up or the sweep will take it.
-		return rec, fmt.Errorf("prescient: fire slot %s: %w", slot.Format(time.RFC3339), err)
-	}
-	if workCtx.Err() != nil {
-		return rec, fmt.Errorf("prescient: fire slot %s: stopped: %w", slot.Format(time.RFC3339), workCtx.Err())
-	}
 	if err := c.store.SlotFinish(hardCtx, rec); err != nil {
 		return rec, fmt.Errorf("prescient: fire slot %s: %w", slot.Format(time.RFC3339), err)
 	}

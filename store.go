@@ -84,7 +84,9 @@ type Store interface {
 	// SlotStart records that a server started firing a slot (an upsert on
 	// slot and server that clears any earlier finish).
 	SlotStart(ctx context.Context, r *SlotRecord) error
-	// SlotFinish records the end of a slot with its counts.
+	// SlotFinish records the end of a slot with its counts. With
+	// r.FinishedAt zero it records the counts and leaves the slot incomplete:
+	// a firing cut short (shutdown, a store error) still says what it did.
 	SlotFinish(ctx context.Context, r *SlotRecord) error
 	// SlotList returns ledger rows, newest slot first.
 	SlotList(ctx context.Context, p *SlotListParams) ([]*SlotRecord, error)

@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -150,4 +151,16 @@ func (g Grid) cycle() time.Duration {
 		return g.Resolution
 	}
 	return g.Cycle
+}
+
+// MarshalJSON writes the grid for scripts: durations as Go duration strings
+// and the number of positions, e.g.
+// {"resolution":"15m0s","offset":"0s","cycle":"1h0m0s","positions":4}.
+func (g Grid) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Resolution string `json:"resolution"`
+		Offset     string `json:"offset"`
+		Cycle      string `json:"cycle"`
+		Positions  int    `json:"positions"`
+	}{g.Resolution.String(), g.Offset.String(), g.cycle().String(), g.Positions()})
 }

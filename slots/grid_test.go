@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -133,4 +134,14 @@ func FuzzCeil(f *testing.F) {
 			t.Fatalf("Ceil(%s) = %s with resolution %s", in, c, g.Resolution)
 		}
 	})
+}
+
+func TestGridJSON(t *testing.T) {
+	b, err := json.Marshal(Grid{Resolution: 15 * time.Minute, Offset: time.Minute, Cycle: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"resolution":"15m0s","offset":"1m0s","cycle":"1h0m0s","positions":4}`; string(b) != want {
+		t.Errorf("JSON = %s, want %s", b, want)
+	}
 }
