@@ -105,6 +105,47 @@ type Store interface {
 	ServerList(ctx context.Context) ([]*Server, error)
 	// ServerDelete removes a server's registration; a missing one is not an error.
 	ServerDelete(ctx context.Context, name string) error
+
+	// The methods below move a store's contents to another store (`prescient
+	// copy`). Exports read pages in id order outside any transaction: a copy
+	// is consistent only while no server or client writes to the source.
+
+	// GridGet returns the slot grid last saved by GridSave (Resolution and
+	// Offset; Cycle is not stored and is zero), or ErrNotFound when none was
+	// saved.
+	GridGet(ctx context.Context) (slots.Grid, error)
+	// CatalogList returns every catalog entry, sorted by check name. An entry
+	// whose check awaits no event has an empty Awaits.
+	CatalogList(ctx context.Context) ([]CatalogEntry, error)
+	// JobsExport returns at most limit pending jobs with id > afterID,
+	// ascending by id, with their full state. Page through the table by
+	// passing the last id returned as the next afterID; a page shorter than
+	// limit is the last. limit must be positive.
+	JobsExport(ctx context.Context, afterID int64, limit int) ([]*Job, error)
+	// JobsImport inserts jobs into the pending table exactly as given, in
+	// the caller's transaction or its own: the id and every other field
+	// (first, next and last check, counts, last error, runtime, lateness,
+	// payload, created and updated times) are kept, so that a job's history
+	// record keeps the id it had in the source.
+	//
+	// Keeping ids is safe only because collisions are refused: a job whose
+	// (entity, key, check) is already pending, whose id is already used by a
+	// pending job or a history record, or that appears twice in jobs, is an
+	// error naming it, and nothing of the call is written. Ids must be
+	// positive. The store's id sequence is moved past the largest imported
+	// id, so that jobs scheduled later never take one of them; that move is
+	// not undone if the transaction rolls back (it leaves a gap, no harm).
+	JobsImport(ctx context.Context, tx any, jobs []*Job) error
+	// HistoryExport returns at most limit history records with id > afterID,
+	// ascending by id, with every field. Paging is as in JobsExport.
+	HistoryExport(ctx context.Context, afterID int64, limit int) ([]*history.Record, error)
+	// HistoryImport inserts history records exactly as given, ids included,
+	// in the caller's transaction or its own. A record whose id is already
+	// used by a history record or a pending job, that appears twice in recs
+	// or whose outcome is unknown is an error naming it, and nothing of the
+	// call is written. History ids are pending jobs' ids, so the store's job
+	// id sequence is moved past the largest imported id, as in JobsImport.
+	HistoryImport(ctx context.Context, tx any, recs []*history.Record) error
 }
 
 // CatalogEntry says which events settle a check.
@@ -246,13 +287,13 @@ type JobStatsParams struct {
 
 // JobStats summarises the pending table.
 type JobStats struct {
-	Pending       int
-	Overdue       int
-	OldestOverdue time.Time
+	Pending       int       `json:"pending"`
+	Overdue       int       `json:"overdue"`
+	OldestOverdue time.Time `json:"oldest_overdue,omitzero"`
 	// Upcoming lists the slots at or after Current that have jobs, soonest first.
-	Upcoming []SlotLoad
+	Upcoming []SlotLoad `json:"upcoming"`
 	// ByCheck counts pending jobs per check name.
-	ByCheck map[string]int
+	ByCheck map[string]int `json:"by_check"`
 }
 
 // SlotLoad is the number of jobs pending in one slot.

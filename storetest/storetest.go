@@ -89,6 +89,12 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CallerTxRollback", testCallerTxRollback},
 		{"CallerTxCommit", testCallerTxCommit},
 		{"TxType", testTxType},
+		{"CopyGridAndCatalog", testCopyGridAndCatalog},
+		{"CopyJobsRoundTrip", testCopyJobsRoundTrip},
+		{"CopyHistoryRoundTrip", testCopyHistoryRoundTrip},
+		{"CopyIDSequence", testCopyIDSequence},
+		{"CopyImportConflicts", testCopyImportConflicts},
+		{"CopyImportCallerTx", testCopyImportCallerTx},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

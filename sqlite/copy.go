@@ -1,0 +1,269 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// GridGet reads the grid from prescient_settings, or returns ErrNotFound.
+func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
+	var resUS, offUS int64
+	err := s.db.QueryRowContext(ctx, `SELECT resolution_us, offset_us FROM prescient_settings`).Scan(&resUS, &offUS)
+	if err != nil {
+		return slots.Grid{}, fmt.Errorf("get grid: %w", interpretError(err))
+	}
+	return slots.Grid{Resolution: duration(resUS), Offset: duration(offUS)}, nil
+}
+
+// CatalogList reads prescient_catalog, sorted by check name (byte order).
+func (s *Store) CatalogList(ctx context.Context) ([]prescient.CatalogEntry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name`)
+	if err != nil {
+		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
+	}
+	defer rows.Close()
+	var out []prescient.CatalogEntry
+	for rows.Next() {
+		var (
+			e      prescient.CatalogEntry
+			awaits string
+		)
+		if err := rows.Scan(&e.Check, &awaits); err != nil {
+			return nil, fmt.Errorf("list catalog: %w", interpretError(err))
+		}
+		if err := json.Unmarshal([]byte(awaits), &e.Awaits); err != nil {
+			return nil, fmt.Errorf("list catalog: check %s: awaits %s: %w", e.Check, awaits, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// JobsExport pages through prescient_jobs on its primary key.
+func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*prescient.Job, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("export jobs: limit %d must be positive", limit)
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT `+jobColumns+` FROM prescient_jobs WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
+	}
+	defer rows.Close()
+	out := []*prescient.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
+	}
+	return out, nil
+}
+
+// JobsImport checks jobs for collisions and inserts them one row at a time,
+// in the caller's transaction or an IMMEDIATE one of its own.
+func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*prescient.Job) error {
+	if err := checkJobsImport(jobs); err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		_, err := callerTx(tx)
+		return err
+	}
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		var maxID int64
+		for _, j := range jobs {
+			var pending bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM prescient_jobs
+				WHERE entity = $1 AND entity_key = $2 AND check_name = $3)`, j.Entity, j.Key, j.Check).Scan(&pending); err != nil {
+				return err
+			}
+			if pending {
+				return fmt.Errorf("job %s/%s/%s is already pending", j.Entity, j.Key, j.Check)
+			}
+			if err := idUnused(ctx, tx, j.ID); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO prescient_jobs (id, entity, entity_key, check_name, first_check_at, next_check_at,
+					last_check_at, check_count, failure_count, last_error, runtime_us, lateness_us,
+					payload, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+				j.ID, j.Entity, j.Key, j.Check, micros(j.FirstCheckAt), micros(j.NextCheckAt),
+				nullMicros(j.LastCheckAt), j.CheckCount, j.FailureCount, nullString(j.LastError),
+				durMicros(j.Runtime), durMicros(j.Lateness), nullText(j.Payload),
+				micros(j.CreatedAt), micros(j.UpdatedAt)); err != nil {
+				return fmt.Errorf("job %s/%s/%s: %w", j.Entity, j.Key, j.Check, err)
+			}
+			maxID = max(maxID, j.ID)
+		}
+		return advanceJobIDs(ctx, tx, maxID)
+	})
+	if err != nil {
+		return fmt.Errorf("import %d job(s): %w", len(jobs), interpretError(err))
+	}
+	return nil
+}
+
+// checkJobsImport refuses ids that are not positive and jobs named twice.
+func checkJobsImport(jobs []*prescient.Job) error {
+	type identity struct{ entity, key, check string }
+	seenID := make(map[int64]bool, len(jobs))
+	seenKey := make(map[identity]bool, len(jobs))
+	for _, j := range jobs {
+		name := j.Entity + "/" + j.Key + "/" + j.Check
+		switch k := (identity{j.Entity, j.Key, j.Check}); {
+		case j.ID < 1:
+			return fmt.Errorf("import %d job(s): job %s has id %d, want a positive id", len(jobs), name, j.ID)
+		case seenID[j.ID]:
+			return fmt.Errorf("import %d job(s): id %d appears twice (job %s)", len(jobs), j.ID, name)
+		case seenKey[k]:
+			return fmt.Errorf("import %d job(s): job %s appears twice", len(jobs), name)
+		default:
+			seenID[j.ID], seenKey[k] = true, true
+		}
+	}
+	return nil
+}
+
+// idUnused fails when id is already taken by a pending job or a history
+// record: both share the jobs' id sequence.
+func idUnused(ctx context.Context, tx *sql.Tx, id int64) error {
+	var table string
+	err := tx.QueryRowContext(ctx, `
+		SELECT 'pending job' FROM prescient_jobs WHERE id = $1
+		UNION ALL
+		SELECT 'history record' FROM prescient_history WHERE id = $1
+		LIMIT 1`, id).Scan(&table)
+	if err == nil {
+		return fmt.Errorf("id %d is already used by a %s", id, table)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return err
+}
+
+// advanceJobIDs moves prescient_jobs' AUTOINCREMENT counter in
+// sqlite_sequence past maxID, never back. SQLite moves it itself for an
+// inserted job, but not for a history record, whose id the next job could
+// otherwise take.
+func advanceJobIDs(ctx context.Context, tx *sql.Tx, maxID int64) error {
+	res, err := tx.ExecContext(ctx, `UPDATE sqlite_sequence SET seq = max(seq, $1) WHERE name = 'prescient_jobs'`, maxID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	// No job was ever inserted: the table has no counter row yet.
+	_, err = tx.ExecContext(ctx, `INSERT INTO sqlite_sequence (name, seq) VALUES ('prescient_jobs', $1)`, maxID)
+	return err
+}
+
+// HistoryExport pages through prescient_history on its primary key.
+func (s *Store) HistoryExport(ctx context.Context, afterID int64, limit int) ([]*history.Record, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("export history: limit %d must be positive", limit)
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
+			check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+			finished_at, finished_by
+		FROM prescient_history WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(err))
+	}
+	defer rows.Close()
+	out := []*history.Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(err))
+	}
+	return out, nil
+}
+
+// HistoryImport checks recs for collisions and inserts them one row at a
+// time, in the caller's transaction or an IMMEDIATE one of its own.
+func (s *Store) HistoryImport(ctx context.Context, tx any, recs []*history.Record) error {
+	if err := checkHistoryImport(recs); err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		_, err := callerTx(tx)
+		return err
+	}
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		var maxID int64
+		for _, r := range recs {
+			if err := idUnused(ctx, tx, r.ID); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
+					last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+					created_at, finished_at, finished_by)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+				r.ID, r.Entity, r.Key, r.Check, string(r.Outcome), micros(r.FirstCheckAt),
+				nullMicros(r.LastCheckAt), r.CheckCount, r.FailureCount, durMicros(r.Runtime),
+				durMicros(r.Lateness), nullString(r.LastError), nullText(r.Payload),
+				micros(r.CreatedAt), micros(r.FinishedAt), r.FinishedBy); err != nil {
+				return fmt.Errorf("history record %d: %w", r.ID, err)
+			}
+			maxID = max(maxID, r.ID)
+		}
+		return advanceJobIDs(ctx, tx, maxID)
+	})
+	if err != nil {
+		return fmt.Errorf("import %d history record(s): %w", len(recs), interpretError(err))
+	}
+	return nil
+}
+
+// checkHistoryImport refuses ids that are not positive or appear twice, and
+// unknown outcomes.
+func checkHistoryImport(recs []*history.Record) error {
+	seen := make(map[int64]bool, len(recs))
+	for _, r := range recs {
+		if r.ID < 1 {
+			return fmt.Errorf("import %d history record(s): record of %s/%s/%s has id %d, want a positive id",
+				len(recs), r.Entity, r.Key, r.Check, r.ID)
+		}
+		if seen[r.ID] {
+			return fmt.Errorf("import %d history record(s): id %d appears twice", len(recs), r.ID)
+		}
+		seen[r.ID] = true
+		if _, err := history.ParseOutcome(string(r.Outcome)); err != nil {
+			return fmt.Errorf("import %d history record(s): record %d: %w", len(recs), r.ID, err)
+		}
+	}
+	return nil
+}
+
+// nullString returns nil for an empty string, so that it is stored as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
