@@ -351,3 +351,26 @@ func TestRunCommand(t *testing.T) {
 		t.Errorf("servers after run stopped: %v, want none", servers)
 	}
 }
+
+// After `prescient migrate`, an application in another language can
+// schedule and resolve through SQL alone: migrate recorded the grid and the
+// catalog of which checks await which events, before any server started.
+func TestMigrateThenSQLAlone(t *testing.T) {
+	t.Parallel()
+	h, url, schema := dbHarness(t, "")
+	wantContains(t, "migrate", h.mustRun("migrate"), "1 check(s) recorded")
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var slot time.Time
+	if err := st.Pool().QueryRow(ctx, `SELECT prescient_schedule('order', '42', 'order_unshipped', now() + interval '3 hours')`).Scan(&slot); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := st.Pool().QueryRow(ctx, `SELECT prescient_resolve('order', '42', 'shipped')`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("prescient_resolve = %d, %v; want 1", n, err)
+	}
+}

@@ -51,7 +51,7 @@ func (e *env) demoCommand() *cobra.Command {
 	o := &demoOpts{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Watch unshipped orders raise an alert, then an escalation, in 20 seconds",
+		Short: "Watch unshipped orders raise an alert, then an escalation, in about 10 seconds",
 		Long: `demo runs the order example against a throwaway database and narrates it:
 three orders are placed with the order_unshipped check (alert after 4s,
 escalation after 8s, on a 2-second slot grid); one ships, one is cancelled,
@@ -170,18 +170,24 @@ func (r sqlRows) Close() { r.Rows.Close() }
 // openDemoDB opens a throwaway database: a schema in PostgreSQL at dbURL, or
 // a fresh SQLite file when dbURL is empty.
 func openDemoDB(ctx context.Context, dbURL string) (*demoDB, error) {
+	return openScratchDB(ctx, dbURL, "demo")
+}
+
+// openScratchDB is openDemoDB for the command named cmd ("demo", "bench"),
+// which names the SQLite file or PostgreSQL schema and prefixes the errors.
+func openScratchDB(ctx context.Context, dbURL, cmd string) (*demoDB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if dbURL == "" {
-		dir, err := os.MkdirTemp("", "prescient-demo-")
+		dir, err := os.MkdirTemp("", "prescient-"+cmd+"-")
 		if err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
+			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}
-		path := filepath.Join(dir, "demo.db")
+		path := filepath.Join(dir, cmd+".db")
 		st, err := sqlite.Open(openCtx, path, nil)
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("demo: %w", err)
+			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}
 		return &demoDB{
 			store: st,
@@ -210,11 +216,11 @@ func openDemoDB(ctx context.Context, dbURL string) (*demoDB, error) {
 	}
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
-	schema := "prescient_demo_" + hex.EncodeToString(rnd[:])
+	schema := "prescient_" + cmd + "_" + hex.EncodeToString(rnd[:])
 	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema, MaxConns: 8})
 	if err != nil {
-		return nil, fmt.Errorf("demo: cannot reach PostgreSQL at %s: %w (unset %s and database.url to run the demo on SQLite)",
-			redact(dbURL), err, EnvDatabaseURL)
+		return nil, fmt.Errorf("%s: cannot reach PostgreSQL at %s: %w (unset %s and database.url to run the %s on SQLite)",
+			cmd, redact(dbURL), err, EnvDatabaseURL, cmd)
 	}
 	return &demoDB{
 		store: st,

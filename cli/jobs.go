@@ -31,13 +31,13 @@ type scheduleOpts struct {
 func (o *scheduleOpts) Validate() error {
 	switch {
 	case o.at == "" && o.in == "":
-		return errors.New("say when to check: --at TIME (RFC 3339, e.g. 2025-06-01T15:04:05Z) or --in DURATION (e.g. 3h)")
+		return errors.New("say when to check: --at TIME (RFC 3339, e.g. 2030-06-01T15:04:05Z) or --in DURATION (e.g. 3h)")
 	case o.at != "" && o.in != "":
 		return fmt.Errorf("--at %q and --in %q both say when to check; give only one", o.at, o.in)
 	case o.at != "":
 		t, err := time.Parse(time.RFC3339, o.at)
 		if err != nil {
-			return fmt.Errorf("--at %q is not an RFC 3339 time (want e.g. 2025-06-01T15:04:05Z or 2025-06-01T17:04:05+02:00)", o.at)
+			return fmt.Errorf("--at %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", o.at)
 		}
 		o.when = t
 	default:
@@ -77,7 +77,7 @@ If the job is already pending, --on-conflict says what happens: replace (the
 default) moves it to the new time, and replaces its payload when --payload is
 given; keep leaves it untouched.`,
 		Example: `  prescient schedule order 42 order_unshipped --in 3h
-  prescient schedule order 42 order_unshipped --at 2025-06-01T15:00:00Z --payload '{"amount": 42}'
+  prescient schedule order 42 order_unshipped --at 2030-06-01T15:00:00Z --payload '{"amount": 42}'
   prescient schedule order 42 order_unshipped --in 3h --on-conflict keep`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -21,13 +21,16 @@ func (e *env) migrateCommand() *cobra.Command {
 	o := &migrateOpts{}
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or update prescient's tables and record the slot grid",
+		Short: "Create or update prescient's tables and record the slot grid and check catalog",
 		Long: `migrate brings the database schema up to date (it is safe to run repeatedly,
-and from several processes at once) and records the configured slot grid in the
-database, so that the SQL functions prescient_schedule, prescient_cancel and
-prescient_resolve round check times exactly as the engine does.
+and from several processes at once) and records in the database the configured
+slot grid, so that the SQL function prescient_schedule rounds check times
+exactly as the engine does, and the catalog of this binary's checks and the
+events they await, so that prescient_resolve (and resolve from any client)
+knows which checks an event settles before any server has started.
 
-Run it again after changing slots.resolution or slots.offset.`,
+Run it again after changing slots.resolution or slots.offset, or deploying
+checks that await new events. (A starting server records both too.)`,
 		Example: `  PRESCIENT_DATABASE_URL=postgres://app@localhost:5432/app prescient migrate
   prescient migrate --config /etc/prescient.yaml`,
 		Args: cobra.NoArgs,
@@ -44,13 +47,14 @@ Run it again after changing slots.resolution or slots.offset.`,
 				return err
 			}
 			defer st.Close()
-			return migrate(cmd.Context(), cmd.OutOrStdout(), st, cfg)
+			return e.migrate(cmd.Context(), cmd.OutOrStdout(), st, cfg)
 		},
 	}
 }
 
-// migrate runs the store's migrations and saves the grid.
-func migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config) error {
+// migrate runs the store's migrations and saves the grid and the catalog
+// of the options' checks.
+func (e *env) migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -58,6 +62,15 @@ func migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config
 	if err := st.GridSave(ctx, grid); err != nil {
 		return fmt.Errorf("migrate: save slot grid: %w", err)
 	}
-	fmt.Fprintf(out, "migrated %s; slot grid %s recorded\n", describeStore(cfg), grid)
+	pc := e.clientConfig(cfg, e.logger(cfg))
+	client, err := prescient.NewClient(st, &pc)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := client.SyncCatalog(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	entries := e.opts.Checks.All()
+	fmt.Fprintf(out, "migrated %s; slot grid %s and %d check(s) recorded\n", describeStore(cfg), grid, len(entries))
 	return nil
 }

@@ -88,6 +88,7 @@ func (e *env) run(ctx context.Context, o *runOpts) error {
 		if err := st.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
+		log.Info("migrated", "store", describeStore(cfg))
 	}
 	pc := e.clientConfig(cfg, log)
 	client, err := prescient.NewClient(st, &pc)

@@ -584,3 +584,18 @@ func TestNotMigrated(t *testing.T) {
 		t.Fatalf("JobGet before Migrate = %v, want ErrNotMigrated", err)
 	}
 }
+
+// prescient_schedule refuses times that are not a point in time, saying so.
+func TestSQLScheduleRefusesNonFiniteTimes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if err := s.GridSave(t.Context(), slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	for _, at := range []string{"'infinity'", "'-infinity'", "NULL"} {
+		_, err := s.Pool().Exec(t.Context(), `SELECT prescient_schedule('order', 'k', 'unshipped', `+at+`::timestamptz)`)
+		if err == nil || !strings.Contains(err.Error(), "must be a finite time") {
+			t.Errorf("prescient_schedule at %s: %v, want an error saying it must be a finite time", at, err)
+		}
+	}
+}

@@ -164,3 +164,35 @@ func (g Grid) MarshalJSON() ([]byte, error) {
 		Positions  int    `json:"positions"`
 	}{g.Resolution.String(), g.Offset.String(), g.cycle().String(), g.Positions()})
 }
+
+// UnmarshalJSON reads the form MarshalJSON writes (positions is derived and
+// ignored). It does not validate the grid.
+func (g *Grid) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Resolution, Offset, Cycle string
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	var out Grid
+	for _, f := range []struct {
+		name string
+		s    string
+		dst  *time.Duration
+	}{{"resolution", v.Resolution, &out.Resolution}, {"offset", v.Offset, &out.Offset}, {"cycle", v.Cycle, &out.Cycle}} {
+		if f.s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.s)
+		if err != nil {
+			return fmt.Errorf("grid %s: %w", f.name, err)
+		}
+		*f.dst = d
+	}
+	// MarshalJSON writes a zero cycle as one resolution; both mean one position.
+	if out.Cycle == out.Resolution {
+		out.Cycle = 0
+	}
+	*g = out
+	return nil
+}

@@ -144,4 +144,11 @@ func TestGridJSON(t *testing.T) {
 	if want := `{"resolution":"15m0s","offset":"1m0s","cycle":"1h0m0s","positions":4}`; string(b) != want {
 		t.Errorf("JSON = %s, want %s", b, want)
 	}
+	var back Grid
+	if err := json.Unmarshal(b, &back); err != nil || back != (Grid{Resolution: 15 * time.Minute, Offset: time.Minute, Cycle: time.Hour}) {
+		t.Errorf("round trip = %+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"resolution":"soon"}`), &back); err == nil {
+		t.Error("a bad duration decoded without error")
+	}
 }

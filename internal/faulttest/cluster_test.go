@@ -39,31 +39,26 @@ const alertsDDL = `CREATE TABLE fault_alerts (
 	server text NOT NULL
 )`
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-)
+// binary is the faultserver built once for the whole test binary by
+// TestMain, and removed when the tests end.
+var binary string
 
-// serverBinary builds faultserver once per test binary.
-func serverBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "prescient-faultserver-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binary = filepath.Join(dir, "faultserver")
-		out, err := exec.Command("go", "build", "-o", binary, "./faultserver").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build faultserver: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "prescient-faultserver-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	return binary
+	binary = filepath.Join(dir, "faultserver")
+	out, err := exec.Command("go", "build", "-o", binary, "./faultserver").CombinedOutput()
+	code := 1
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build faultserver: %v\n%s", err, out)
+	} else {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // cluster is a set of faultserver processes sharing one database schema.
@@ -158,12 +153,11 @@ http:
 // (FAULT_HTTP_LISTEN=127.0.0.1:PORT serves its health endpoints).
 func (c *cluster) start(name string, env ...string) {
 	c.t.Helper()
-	bin := serverBinary(c.t)
 	logf, err := os.OpenFile(filepath.Join(c.dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", c.config, "run")
+	cmd := exec.Command(binary, "--config", c.config, "run")
 	cmd.Env = append(os.Environ(), "PRESCIENT_DATABASE_URL="+c.url, "PRESCIENT_SERVER="+name)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logf, logf

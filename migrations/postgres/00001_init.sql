@@ -146,8 +146,8 @@ BEGIN
         RAISE EXCEPTION 'prescient_schedule: the entity key must not be empty'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_at IS NULL THEN
-        RAISE EXCEPTION 'prescient_schedule: the check time must not be NULL'
+    IF p_at IS NULL OR NOT isfinite(p_at) THEN
+        RAISE EXCEPTION 'prescient_schedule: the check time must be a finite time, got %', coalesce(p_at::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_on_conflict IS NULL OR p_on_conflict NOT IN ('replace', 'keep') THEN
