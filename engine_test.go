@@ -422,9 +422,16 @@ func TestGuardHorizonAndPast(t *testing.T) {
 		}
 		clk.Set("2026-03-10T10:15:00Z")
 		fire(t, c, "2026-03-10T10:15:00Z")
-		wantOutcome(t, c, "far", history.GuardHorizon, 1)
-		wantOutcome(t, c, "past", history.GuardPast, 1)
-		wantOutcome(t, c, "same", history.GuardPast, 1)
+		// The record says why, without counting a failure.
+		for k, want := range map[string]struct {
+			outcome history.Outcome
+			why     string
+		}{"far": {history.GuardHorizon, "beyond the horizon 24h0m0s"}, "past": {history.GuardPast, "is not after the slot"}, "same": {history.GuardPast, "is not after the slot"}} {
+			r := wantOutcome(t, c, k, want.outcome, 1)
+			if !strings.Contains(r.LastError, want.why) || r.FailureCount != 0 {
+				t.Errorf("%s: last error %q with %d failures, want it to say %q and no failure", k, r.LastError, r.FailureCount, want.why)
+			}
+		}
 		if j := wantPending(t, c, "ok", "ask"); !j.NextCheckAt.Equal(ts("2026-03-11T09:15:00Z")) {
 			t.Fatalf("in-horizon job next %s", j.NextCheckAt)
 		}

@@ -296,7 +296,7 @@ func (c *Client) decide(limits guards.Limits, slot, now time.Time, j *checks.Job
 	next := c.cfg.Grid.Ceil(r.Next)
 	if v := limits.Judge(j.CheckCount+1, slot, next); !v.OK() {
 		c.log.Warn("guard ended job", "entity", j.Entity, "key", j.Key, "check", j.Check, "outcome", v.Outcome, "reason", v.Reason)
-		return Decision{Outcome: v.Outcome, Checked: true}
+		return Decision{Outcome: v.Outcome, Checked: true, Reason: v.Reason}
 	}
 	return Decision{Next: next, Checked: true}
 }

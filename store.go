@@ -262,6 +262,10 @@ type Decision struct {
 	// Err, when set, records a failure: failure_count goes up by one and
 	// last_error becomes Err.
 	Err string
+	// Reason, when set with an Outcome and no Err, says why the job finished
+	// (a guard's verdict); it is recorded as the history record's last_error
+	// without counting a failure.
+	Reason string
 	// Runtime is added to the job's total runtime.
 	Runtime time.Duration
 }

@@ -146,16 +146,16 @@ func validateResult(res *prescient.ProcessResult, n int) error {
 	return nil
 }
 
-// finishSQL moves finished jobs to history. $1..$5 are parallel arrays (id,
-// outcome, checked, error or ”, runtime µs); $6 slot, $7 lateness µs, $8 now,
-// $9 server.
+// finishSQL moves finished jobs to history. $1..$5 and $10 are parallel
+// arrays (id, outcome, checked, error or ”, runtime µs, reason or ”); $6
+// slot, $7 lateness µs, $8 now, $9 server.
 const finishSQL = `
 	WITH d AS (
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::text[], $5::bigint[])
-			AS d(id, outcome, checked, err, add_us)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bool[], $4::text[], $5::bigint[], $10::text[])
+			AS d(id, outcome, checked, err, add_us, reason)
 	), gone AS (
 		DELETE FROM prescient_jobs j USING d WHERE j.id = d.id
-		RETURNING j.*, d.outcome, d.checked, nullif(d.err, '') AS err, d.add_us
+		RETURNING j.*, d.outcome, d.checked, nullif(d.err, '') AS err, d.add_us, nullif(d.reason, '') AS reason
 	)
 	INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
 		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
@@ -166,7 +166,7 @@ const finishSQL = `
 		CASE WHEN checked THEN 0 ELSE failure_count END + (err IS NOT NULL)::int,
 		runtime_us + add_us,
 		$7::bigint,
-		CASE WHEN err IS NOT NULL THEN err WHEN checked THEN NULL ELSE last_error END,
+		CASE WHEN err IS NOT NULL THEN err WHEN reason IS NOT NULL THEN reason WHEN checked THEN NULL ELSE last_error END,
 		payload, created_at, $8::timestamptz, $9::text
 	FROM gone`
 
@@ -195,6 +195,7 @@ type decisionArrays struct {
 	checked  []bool
 	errs     []string
 	runtimes []int64
+	reasons  []string
 }
 
 func (a *decisionArrays) add(id int64, d prescient.Decision) {
@@ -204,6 +205,7 @@ func (a *decisionArrays) add(id int64, d prescient.Decision) {
 	a.checked = append(a.checked, d.Checked)
 	a.errs = append(a.errs, d.Err)
 	a.runtimes = append(a.runtimes, micros(d.Runtime))
+	a.reasons = append(a.reasons, d.Reason)
 }
 
 // applyDecisions applies ds[i] to the job ids[i] in tx, which holds the rows,
@@ -222,7 +224,7 @@ func applyDecisions(ctx context.Context, tx pgx.Tx, p *prescient.JobsProcessPara
 	b := &pgx.Batch{}
 	if len(fin.ids) > 0 {
 		b.Queue(finishSQL, fin.ids, fin.outcomes, fin.checked, fin.errs, fin.runtimes,
-			p.Slot, lateness, p.Now, p.Server)
+			p.Slot, lateness, p.Now, p.Server, fin.reasons)
 	}
 	if len(next.ids) > 0 {
 		b.Queue(nextSQL, next.ids, next.nexts, next.checked, next.errs, next.runtimes,

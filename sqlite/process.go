@@ -231,6 +231,7 @@ type decisionRow struct {
 	Checked bool   `json:"checked"`
 	Err     string `json:"err"`
 	AddUS   int64  `json:"add_us"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // decisionsCTE reads $1, a JSON array of decisionRow, as the table d; $2 is
@@ -242,7 +243,8 @@ const decisionsCTE = `
 			json_extract(value, '$.next') AS next,
 			json_extract(value, '$.checked') AS checked,
 			nullif(json_extract(value, '$.err'), '') AS err,
-			json_extract(value, '$.add_us') AS add_us
+			json_extract(value, '$.add_us') AS add_us,
+			nullif(json_extract(value, '$.reason'), '') AS reason
 		FROM json_each($1)
 	)`
 
@@ -258,7 +260,7 @@ const finishSQL = decisionsCTE + `
 		CASE WHEN d.checked THEN 0 ELSE j.failure_count END + (d.err IS NOT NULL),
 		j.runtime_us + d.add_us,
 		$3,
-		CASE WHEN d.err IS NOT NULL THEN d.err WHEN d.checked THEN NULL ELSE j.last_error END,
+		CASE WHEN d.err IS NOT NULL THEN d.err WHEN d.reason IS NOT NULL THEN d.reason WHEN d.checked THEN NULL ELSE j.last_error END,
 		j.payload, j.created_at, $4, $5
 	FROM prescient_jobs j JOIN d ON j.id = d.id`
 
@@ -283,7 +285,7 @@ const nextSQL = decisionsCTE + `
 func applyDecisions(ctx context.Context, tx *sql.Tx, dead *atomic.Bool, p *prescient.JobsProcessParams, ids []int64, ds []prescient.Decision) error {
 	var fin, next []decisionRow
 	for i, d := range ds {
-		r := decisionRow{ID: ids[i], Outcome: string(d.Outcome), Checked: d.Checked, Err: d.Err, AddUS: durMicros(d.Runtime)}
+		r := decisionRow{ID: ids[i], Outcome: string(d.Outcome), Checked: d.Checked, Err: d.Err, AddUS: durMicros(d.Runtime), Reason: d.Reason}
 		switch {
 		case d.Outcome != "":
 			fin = append(fin, r)

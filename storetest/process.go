@@ -128,18 +128,20 @@ func testProcessOutcomeChecked(t *testing.T, h *Harness) {
 	})
 	now := slot(2).Add(5 * time.Second)
 	process(t, h, []int64{a.ID, b.ID}, slot(2), now, "srv-7", func(j *checks.Job) prescient.Decision {
-		o := history.Done
+		d := prescient.Decision{Outcome: history.Done, Next: slot(9), Checked: true, Runtime: 2 * time.Millisecond}
 		if j.ID == b.ID {
-			o = history.GuardMaxChecks
+			d.Outcome, d.Reason = history.GuardMaxChecks, "asked for check 3, more than max_checks 2"
 		}
-		return prescient.Decision{Outcome: o, Next: slot(9), Checked: true, Runtime: 2 * time.Millisecond}
+		return d
 	})
 	wantGone(t, h, "order", "1", "unshipped")
 	wantGone(t, h, "order", "2", "unshipped")
+	// A reason is recorded as the last error, without counting a failure.
 	for _, x := range []struct {
 		job     *prescient.Job
 		outcome history.Outcome
-	}{{a, history.Done}, {b, history.GuardMaxChecks}} {
+		reason  string
+	}{{a, history.Done, ""}, {b, history.GuardMaxChecks, "asked for check 3, more than max_checks 2"}} {
 		recs := historyOf(t, h, "order", x.job.Key)
 		if len(recs) != 1 {
 			t.Fatalf("history of %s: %d records, want 1", x.job.Key, len(recs))
@@ -149,6 +151,7 @@ func testProcessOutcomeChecked(t *testing.T, h *Harness) {
 		want.CheckCount = 2
 		want.Runtime = 3 * time.Millisecond
 		want.Lateness = 5 * time.Second
+		want.LastError = x.reason
 		recordDiff(recs[0], &want, x.outcome, now, "srv-7").check(t, "record of "+x.job.Key)
 	}
 }
