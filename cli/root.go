@@ -93,6 +93,7 @@ PRESCIENT_SERVER override database.url and server.`,
 		e.historyCommand(),
 		e.slotsCommand(),
 		e.demoCommand(),
+		e.copyCommand(),
 	)
 	return root
 }

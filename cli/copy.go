@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// copyPageSizeDefault is how many jobs or history records `copy` reads and
+// writes at a time.
+const copyPageSizeDefault = 1000
+
+// copyOpts are the flags of `prescient copy`.
+type copyOpts struct {
+	to       string
+	toSchema string
+	pageSize int
+	json     bool
+}
+
+// Validate checks that a target is named and the page size is sane.
+func (o *copyOpts) Validate() error {
+	if o.to == "" {
+		return errors.New("--to is required: the URL of the PostgreSQL database to copy into (e.g. postgres://app@db:5432/app)")
+	}
+	if o.pageSize < 1 || o.pageSize > 100_000 {
+		return fmt.Errorf("--page-size %d must be between 1 and 100000", o.pageSize)
+	}
+	return nil
+}
+
+func (e *env) copyCommand() *cobra.Command {
+	o := &copyOpts{}
+	cmd := &cobra.Command{
+		Use:   "copy --to URL",
+		Short: "Copy everything from the configured store (the SQLite file) into PostgreSQL",
+		Long: `copy moves prescient from the store the configuration names (normally the
+embedded SQLite file at database.path) to the PostgreSQL database at --to, for
+when one host is no longer enough. It migrates the target (in --to-schema, if
+given), then copies:
+
+  - the slot grid and the check catalog (what resolve reads);
+  - every pending job with its full state: first, next and last check, check
+    and failure counts, last error, runtime, lateness, payload, created and
+    updated times, and its id;
+  - every history record, ids included.
+
+Jobs and history are written in pages inside one transaction on the target:
+either all of them arrive or none do, and a failed copy can simply be run
+again. The target's id sequence is moved past the copied ids.
+
+copy refuses a target that already holds pending jobs or history (it never
+merges two stores) and a target that is the source itself. The source is left
+as it is (an older SQLite file only has its schema brought up to date), so
+nothing is lost if you stay on it.
+
+Stop every prescient server (and anything else that schedules, cancels or
+resolves) before copying: a server left running keeps firing jobs on the
+source, and whatever it changes after the copy began is not copied.
+
+Afterwards:
+
+  1. point database.url at the PostgreSQL database (and database.schema at
+     --to-schema), or set PRESCIENT_DATABASE_URL;
+  2. start the servers: they now share the PostgreSQL database, and the SQL
+     functions prescient_schedule, prescient_cancel and prescient_resolve are
+     there for other languages.
+
+Keep the SQLite file until you are satisfied; prescient no longer reads it.`,
+		Example: `  prescient copy --to postgres://app@db:5432/app
+  prescient copy --config prescient.yaml --to postgres://app@db:5432/app --to-schema prescient`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cfg, err := e.config()
+			if err != nil {
+				return err
+			}
+			return runCopy(cmd.Context(), cmd.OutOrStdout(), cfg, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.to, "to", "", "PostgreSQL `URL` to copy into (required)")
+	cmd.Flags().StringVar(&o.toSchema, "to-schema", "", "PostgreSQL `SCHEMA` to copy into (default: the connection's search_path, usually public)")
+	cmd.Flags().IntVar(&o.pageSize, "page-size", copyPageSizeDefault, "copy `N` jobs or history records at a time")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print what was copied as JSON for scripts")
+	return cmd
+}
+
+// copyResult says what a copy wrote to the target.
+type copyResult struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Jobs    int    `json:"jobs"`
+	History int    `json:"history"`
+	Catalog int    `json:"catalog"`
+	// Grid is the grid recorded in the target: the source's, or the
+	// configured one when the source had none.
+	Grid         slots.Grid `json:"-"`
+	GridFromConf bool       `json:"grid_from_config"`
+}
+
+// runCopy opens both stores, refusing a missing SQLite file or a target that
+// is the source, copies, and reports.
+func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error {
+	if cfg.Database.URL == "" {
+		// openStore would create an empty file and copy nothing.
+		if _, err := os.Stat(cfg.Database.Path); err != nil {
+			return fmt.Errorf("database.path: the SQLite file to copy from: %w (is --config the configuration your servers use?)", err)
+		}
+	} else if same, err := samePostgres(cfg.Database.URL, cfg.Database.Schema, o.to, o.toSchema); err != nil {
+		return err
+	} else if same {
+		return fmt.Errorf("copy: the target is the source (%s): give --to (and --to-schema) another database", describeStore(cfg))
+	}
+	src, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := postgres.Open(ctx, o.to, &postgres.Opts{Schema: o.toSchema})
+	if err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	defer dst.Close()
+	if err := dst.Migrate(ctx); err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	res, err := copyStore(ctx, src, dst, o.pageSize, cfg.clientConfig().Grid)
+	if err != nil {
+		return err
+	}
+	res.From = describeStore(cfg)
+	res.To = "PostgreSQL at " + redact(o.to)
+	if o.toSchema != "" {
+		res.To += ", schema " + o.toSchema
+	}
+	if o.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			*copyResult
+			Resolution string `json:"grid_resolution"`
+			Offset     string `json:"grid_offset"`
+		}{res, res.Grid.Resolution.String(), res.Grid.Offset.String()})
+	}
+	writeCopyResult(out, res)
+	return nil
+}
+
+// samePostgres reports whether two PostgreSQL URLs and schemas name the same
+// tables: same host, port and database, and the same schema, an empty one
+// counting as public. Two spellings of one host (localhost, 127.0.0.1) are
+// not recognised; copy then still refuses, because the target is not empty.
+func samePostgres(srcURL, srcSchema, dstURL, dstSchema string) (bool, error) {
+	a, err := pgconn.ParseConfig(srcURL)
+	if err != nil {
+		return false, fmt.Errorf("database.url: %w", err)
+	}
+	b, err := pgconn.ParseConfig(dstURL)
+	if err != nil {
+		return false, fmt.Errorf("--to: %w", err)
+	}
+	schema := func(s string) string {
+		if s == "" {
+			return "public"
+		}
+		return s
+	}
+	return a.Host == b.Host && a.Port == b.Port && a.Database == b.Database && schema(srcSchema) == schema(dstSchema), nil
+}
+
+// copyStore copies src into dst, which must hold no pending job and no
+// history: first the grid (src's, or grid when src has none) and the
+// catalog, which are upserts and harmless to repeat; then every pending job
+// and history record, a page at a time, in one transaction on dst.
+func copyStore(ctx context.Context, src prescient.Store, dst *postgres.Store, pageSize int, grid slots.Grid) (*copyResult, error) {
+	if err := refuseNonEmpty(ctx, dst); err != nil {
+		return nil, err
+	}
+	res := &copyResult{}
+	g, err := src.GridGet(ctx)
+	switch {
+	case errors.Is(err, prescient.ErrNotFound):
+		g, res.GridFromConf = grid, true
+	case err != nil:
+		return nil, fmt.Errorf("copy: read the source: %w", err)
+	}
+	if err := dst.GridSave(ctx, g); err != nil {
+		return nil, fmt.Errorf("copy: write the target: %w", err)
+	}
+	res.Grid = g
+	cat, err := src.CatalogList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy: read the source: %w", err)
+	}
+	if err := dst.CatalogSave(ctx, cat); err != nil {
+		return nil, fmt.Errorf("copy: write the target: %w", err)
+	}
+	res.Catalog = len(cat)
+
+	tx, err := dst.Pool().Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy: begin on the target: %w", err)
+	}
+	// A no-op after Commit.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for after := int64(0); ; {
+		jobs, err := src.JobsExport(ctx, after, pageSize)
+		if err != nil {
+			return nil, fmt.Errorf("copy: read the source: %w", err)
+		}
+		if err := dst.JobsImport(ctx, tx, jobs); err != nil {
+			return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
+		}
+		res.Jobs += len(jobs)
+		if len(jobs) < pageSize {
+			break
+		}
+		after = jobs[len(jobs)-1].ID
+	}
+	for after := int64(0); ; {
+		recs, err := src.HistoryExport(ctx, after, pageSize)
+		if err != nil {
+			return nil, fmt.Errorf("copy: read the source: %w", err)
+		}
+		if err := dst.HistoryImport(ctx, tx, recs); err != nil {
+			return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
+		}
+		res.History += len(recs)
+		if len(recs) < pageSize {
+			break
+		}
+		after = recs[len(recs)-1].ID
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("copy: commit on the target (nothing was committed): %w", err)
+	}
+	return res, nil
+}
+
+// refuseNonEmpty fails unless dst holds no pending job and no history record.
+func refuseNonEmpty(ctx context.Context, dst prescient.Store) error {
+	jobs, err := dst.JobsExport(ctx, 0, 1)
+	if err != nil {
+		return fmt.Errorf("copy: read the target: %w", err)
+	}
+	recs, err := dst.HistoryExport(ctx, 0, 1)
+	if err != nil {
+		return fmt.Errorf("copy: read the target: %w", err)
+	}
+	if len(jobs) > 0 || len(recs) > 0 {
+		return errors.New("copy: the target already holds pending jobs or history; copy only fills an empty prescient database " +
+			"(use a new database or --to-schema, or drop prescient's tables from the target first)")
+	}
+	return nil
+}
+
+// writeCopyResult prints what was copied, and what to do next.
+func writeCopyResult(out io.Writer, r *copyResult) {
+	fmt.Fprintf(out, "copied %s to %s:\n", r.From, r.To)
+	fmt.Fprintf(out, "  pending jobs     %d\n", r.Jobs)
+	fmt.Fprintf(out, "  history records  %d\n", r.History)
+	fmt.Fprintf(out, "  catalog entries  %d\n", r.Catalog)
+	grid := "every " + r.Grid.Resolution.String()
+	if r.Grid.Offset != 0 {
+		grid += " offset " + r.Grid.Offset.String()
+	}
+	if r.GridFromConf {
+		grid += " (from the configuration: the source had none recorded)"
+	}
+	fmt.Fprintf(out, "  slot grid        %s\n", grid)
+	fmt.Fprintln(out, "next: point database.url at the target (or set "+EnvDatabaseURL+"), then start the servers")
+}

@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
+)
+
+// copyClock is a clock the test moves by hand.
+type copyClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *copyClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *copyClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// copyGrid is the grid of the source the copy tests fill: 10-minute slots
+// shifted by 2 minutes, so that a target left on the default grid would show.
+var copyGrid = slots.Grid{Resolution: 10 * time.Minute, Offset: 2 * time.Minute, Cycle: time.Hour}
+
+// fillSQLite builds, through a prescient.Client on a clock the test drives,
+// a SQLite store at path holding pending jobs that escalated, failed and
+// carry payloads, history of several outcomes and a catalog; it returns the
+// store, open.
+func fillSQLite(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := &checks.Registry{}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Escalates: alert now, again in an hour.
+	must(reg.Register("order_unshipped", func(_ context.Context, j *checks.Job) (time.Time, error) {
+		return j.Slot.Add(time.Hour), nil
+	}, &checks.Opts{Awaits: []string{"shipped"}}))
+	// Fails for keys starting "bad", is done for the others.
+	must(reg.Register("invoice_unpaid", func(_ context.Context, j *checks.Job) (time.Time, error) {
+		if strings.HasPrefix(j.Key, "bad") {
+			return time.Time{}, fmt.Errorf("ledger unreachable for %s", j.Key)
+		}
+		return time.Time{}, nil
+	}, &checks.Opts{Awaits: []string{"paid", "voided"}}))
+	// Asks for a time in the past: guard_past.
+	must(reg.Register("signup_unverified", func(_ context.Context, j *checks.Job) (time.Time, error) {
+		return j.Slot.Add(-time.Hour), nil
+	}, nil))
+
+	t0 := time.Date(2031, time.January, 6, 9, 2, 0, 0, time.UTC) // on copyGrid
+	clk := &copyClock{t: t0.Add(17 * time.Second)}
+	c, err := prescient.NewClient(st, &prescient.Config{
+		Server: "src-1", Grid: copyGrid, Checks: reg, Now: clk.Now, MaxFailures: 2,
+		SweepOnStartDisabled: true, SweepSchedule: "-", PruneSchedule: "-",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	must(err)
+	must(st.GridSave(ctx, copyGrid))
+	must(c.SyncCatalog(ctx))
+
+	slot := func(n int) time.Time { return copyGrid.Add(t0, n) }
+	sched := func(entity, key, check string, at time.Time, payload any) {
+		t.Helper()
+		_, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: entity, Key: key, Check: check, At: at, Payload: payload})
+		must(err)
+	}
+	for i := 1; i <= 3; i++ {
+		sched("order", fmt.Sprint(i), "order_unshipped", slot(1), map[string]any{"amount": 10 * i, "sku": "s-" + fmt.Sprint(i)})
+	}
+	sched("order", "8", "order_unshipped", slot(2), nil)
+	sched("order", "9", "order_unshipped", slot(2), nil)
+	sched("invoice", "7", "invoice_unpaid", slot(30), map[string]string{"currency": "EUR"})
+	sched("invoice", "bad2", "invoice_unpaid", slot(1), nil)
+	sched("invoice", "bad", "invoice_unpaid", slot(4), []int{1, 2})
+	sched("invoice", "ok", "invoice_unpaid", slot(2), nil)
+	sched("signup", "1", "signup_unverified", slot(3), nil)
+	sched("payout", "5", "payout_unconfirmed", slot(2), nil) // no such check: stays pending
+
+	for n := 1; n <= 4; n++ {
+		clk.set(slot(n).Add(time.Duration(n) * 1500 * time.Millisecond))
+		c.Tick(ctx)
+		if n == 2 {
+			_, err := c.Cancel(ctx, "order", "9", "")
+			must(err)
+			_, err = c.Resolve(ctx, "order", "8", "shipped")
+			must(err)
+		}
+	}
+	return st
+}
+
+// exportAll pages through a store's pending jobs and history.
+func exportAll(t *testing.T, st prescient.Store) ([]*prescient.Job, []*history.Record) {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		jobs []*prescient.Job
+		recs []*history.Record
+	)
+	for after := int64(0); ; {
+		page, err := st.JobsExport(ctx, after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, page...)
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	for after := int64(0); ; {
+		page, err := st.HistoryExport(ctx, after, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, page...)
+		if len(page) < 3 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	return jobs, recs
+}
+
+// fieldDiffs compares every field of two structs of one type: times with
+// Equal, JSON by value, the rest with DeepEqual.
+func fieldDiffs(got, want any) []string {
+	g, w := reflect.ValueOf(got).Elem(), reflect.ValueOf(want).Elem()
+	var out []string
+	for i := range g.NumField() {
+		name := g.Type().Field(i).Name
+		gf, wf := g.Field(i).Interface(), w.Field(i).Interface()
+		var same bool
+		switch gv := gf.(type) {
+		case time.Time:
+			same = gv.Equal(wf.(time.Time))
+		case json.RawMessage:
+			same = jsonSame(gv, wf.(json.RawMessage))
+		default:
+			same = reflect.DeepEqual(gf, wf)
+		}
+		if !same {
+			out = append(out, fmt.Sprintf("%s: got %v, want %v", name, gf, wf))
+		}
+	}
+	return out
+}
+
+func jsonSame(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var va, vb any
+	return json.Unmarshal(a, &va) == nil && json.Unmarshal(b, &vb) == nil && reflect.DeepEqual(va, vb)
+}
+
+// openTarget opens the PostgreSQL store a copy wrote to.
+func openTarget(t *testing.T, url, schema string) *postgres.Store {
+	t.Helper()
+	dst, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dst.Close)
+	return dst
+}
+
+func TestCopySQLiteToPostgres(t *testing.T) {
+	t.Parallel()
+	dbPath := filepath.Join(t.TempDir(), "prescient.db")
+	src := fillSQLite(t, dbPath)
+	srcJobs, srcRecs := exportAll(t, src)
+
+	// The source holds what a migration must not lose.
+	var escalated, failing, withPayload, unknown bool
+	for _, j := range srcJobs {
+		escalated = escalated || (j.CheckCount > 0 && !j.LastCheckAt.IsZero() && j.Lateness > 0 && j.Runtime > 0)
+		failing = failing || (j.FailureCount > 0 && j.LastError != "")
+		withPayload = withPayload || len(j.Payload) > 0
+		unknown = unknown || j.Check == "payout_unconfirmed"
+	}
+	outcomes := make(map[history.Outcome]bool)
+	for _, r := range srcRecs {
+		outcomes[r.Outcome] = true
+	}
+	if !escalated || !failing || !withPayload || !unknown {
+		t.Fatalf("source fixture: escalated %v, failing %v, payload %v, unknown check %v; want all", escalated, failing, withPayload, unknown)
+	}
+	for _, o := range []history.Outcome{history.Done, history.Resolved, history.Cancelled, history.Failed, history.GuardPast} {
+		if !outcomes[o] {
+			t.Fatalf("source fixture: no history record with outcome %s (have %v)", o, outcomes)
+		}
+	}
+
+	url, schema := pgtest.SchemaName(t)
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+dbPath+"\n")}
+	out := h.mustRun("copy", "--to", url, "--to-schema", schema, "--page-size", "2")
+	wantContains(t, "copy", out,
+		"copied SQLite file "+dbPath+" to PostgreSQL at ",
+		fmt.Sprintf("pending jobs     %d\n", len(srcJobs)),
+		fmt.Sprintf("history records  %d\n", len(srcRecs)),
+		"catalog entries  3\n",
+		"slot grid        every 10m0s offset 2m0s\n",
+		"database.url")
+
+	dst := openTarget(t, url, schema)
+	dstJobs, dstRecs := exportAll(t, dst)
+	if len(dstJobs) != len(srcJobs) || len(dstRecs) != len(srcRecs) {
+		t.Fatalf("target: %d jobs and %d records, want %d and %d", len(dstJobs), len(dstRecs), len(srcJobs), len(srcRecs))
+	}
+	for i := range srcJobs {
+		for _, d := range fieldDiffs(dstJobs[i], srcJobs[i]) {
+			t.Errorf("job %s/%s/%s: %s", srcJobs[i].Entity, srcJobs[i].Key, srcJobs[i].Check, d)
+		}
+	}
+	for i := range srcRecs {
+		for _, d := range fieldDiffs(dstRecs[i], srcRecs[i]) {
+			t.Errorf("history record %d (%s/%s/%s): %s", srcRecs[i].ID, srcRecs[i].Entity, srcRecs[i].Key, srcRecs[i].Check, d)
+		}
+	}
+	if g, err := dst.GridGet(context.Background()); err != nil || g.Resolution != copyGrid.Resolution || g.Offset != copyGrid.Offset {
+		t.Errorf("target grid: %v, %v; want %v", g, err, copyGrid)
+	}
+
+	// Resolve on the target settles invoice/7 through the copied catalog:
+	// the binary's own registry (the order example) knows nothing of
+	// invoice_unpaid.
+	target := &harness{t: t, env: map[string]string{EnvDatabaseURL: url}, config: writeConfig(t, "database:\n  schema: "+schema+"\n")}
+	wantContains(t, "resolve on the target", target.mustRun("resolve", "invoice", "7", "paid"), "1")
+	if _, err := dst.JobGet(context.Background(), "invoice", "7", "invoice_unpaid"); !errors.Is(err, prescient.ErrNotFound) {
+		t.Errorf("invoice/7 after resolve on the target: %v, want it gone", err)
+	}
+	recs, err := dst.HistoryList(context.Background(), history.Filter{Entity: "invoice", Key: "7"})
+	if err != nil || len(recs) != 1 || recs[0].Outcome != history.Resolved {
+		t.Errorf("history of invoice/7 on the target: %+v, %v; want one resolved record", recs, err)
+	}
+
+	// A second copy into the same target is refused and changes nothing.
+	_, err = h.run("copy", "--to", url, "--to-schema", schema)
+	if err == nil || !strings.Contains(err.Error(), "already holds pending jobs or history") {
+		t.Errorf("second copy: %v, want a refusal saying the target is not empty", err)
+	}
+	if jobs, recs := exportAll(t, dst); len(jobs) != len(srcJobs)-1 || len(recs) != len(srcRecs)+1 {
+		t.Errorf("after the refused copy: %d jobs and %d records, want %d and %d", len(jobs), len(recs), len(srcJobs)-1, len(srcRecs)+1)
+	}
+}
+
+func TestCopyRefuses(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	missing := filepath.Join(t.TempDir(), "nope.db")
+	cases := []struct {
+		name   string
+		env    map[string]string
+		config string
+		args   []string
+		want   []string
+	}{
+		{"no target", map[string]string{}, "", []string{"copy"}, []string{"--to is required"}},
+		{"bad page size", map[string]string{}, "", []string{"copy", "--to", url, "--page-size", "0"}, []string{"--page-size 0"}},
+		{"missing SQLite file", map[string]string{}, "database:\n  path: " + missing + "\n",
+			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"database.path", missing}},
+		{"target is the source", map[string]string{EnvDatabaseURL: url}, "database:\n  schema: " + schema + "\n",
+			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"the target is the source"}},
+	}
+	for _, c := range cases {
+		h := &harness{t: t, env: c.env}
+		if c.config != "" {
+			h.config = writeConfig(t, c.config)
+		}
+		_, err := h.run(c.args...)
+		if err == nil {
+			t.Errorf("%s: no error, want one containing %q", c.name, c.want)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", c.name, err, w)
+			}
+		}
+	}
+	// Nothing was written to the schema the refused copies named.
+	dst := openTarget(t, url, schema)
+	if _, err := dst.JobsExport(context.Background(), 0, 1); !errors.Is(err, prescient.ErrNotMigrated) {
+		t.Errorf("target after refused copies: %v, want it never migrated", err)
+	}
+}
+
+func TestSamePostgres(t *testing.T) {
+	const u = "postgres://app@db:5432/app"
+	tests := []struct {
+		src, srcSchema, dst, dstSchema string
+		want                           bool
+	}{
+		{u, "", u, "", true},
+		{u, "", u, "public", true},
+		{u, "jobs", "postgres://other@db/app?sslmode=disable", "jobs", true},
+		{u, "jobs", "host=db port=5432 dbname=app user=app", "jobs", true},
+		{u, "", u, "jobs", false},
+		{u, "a", u, "b", false},
+		{u, "", "postgres://app@db:5432/other", "", false},
+		{u, "", "postgres://app@db:5433/app", "", false},
+		{u, "", "postgres://app@db2:5432/app", "", false},
+	}
+	for _, tt := range tests {
+		got, err := samePostgres(tt.src, tt.srcSchema, tt.dst, tt.dstSchema)
+		if err != nil || got != tt.want {
+			t.Errorf("samePostgres(%q, %q, %q, %q) = %v, %v; want %v", tt.src, tt.srcSchema, tt.dst, tt.dstSchema, got, err, tt.want)
+		}
+	}
+	if _, err := samePostgres(u, "", "postgres://app@db:notaport/app", ""); err == nil || !strings.Contains(err.Error(), "--to") {
+		t.Errorf("samePostgres with a bad --to: %v, want an error naming --to", err)
+	}
+}
+
+// failingHistory is a source whose history cannot be read.
+type failingHistory struct{ prescient.Store }
+
+func (failingHistory) HistoryExport(context.Context, int64, int) ([]*history.Record, error) {
+	return nil, errors.New("disk on fire")
+}
+
+// TestCopyAllOrNothing: a copy that fails after writing jobs commits none
+// of them, and running it again succeeds.
+func TestCopyAllOrNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fillSQLite(t, filepath.Join(t.TempDir(), "prescient.db"))
+	srcJobs, srcRecs := exportAll(t, src)
+	url, schema := pgtest.SchemaName(t)
+	dst := openTarget(t, url, schema)
+	if err := dst.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := copyStore(ctx, failingHistory{src}, dst, 2, copyGrid)
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("copy from a failing source: %v, want the source's error", err)
+	}
+	if jobs, recs := exportAll(t, dst); len(jobs)+len(recs) != 0 {
+		t.Fatalf("after a failed copy: %d jobs and %d records on the target, want none", len(jobs), len(recs))
+	}
+
+	res, err := copyStore(ctx, src, dst, 2, copyGrid)
+	if err != nil {
+		t.Fatalf("copy again: %v", err)
+	}
+	if res.Jobs != len(srcJobs) || res.History != len(srcRecs) || res.Catalog != 3 || res.GridFromConf {
+		t.Errorf("copy again: %+v, want %d jobs, %d records, 3 catalog entries, the source's grid", res, len(srcJobs), len(srcRecs))
+	}
+	// New jobs on the target take ids past every copied one.
+	maxID := int64(0)
+	for _, j := range srcJobs {
+		maxID = max(maxID, j.ID)
+	}
+	for _, r := range srcRecs {
+		maxID = max(maxID, r.ID)
+	}
+	got, err := dst.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "new", Check: "order_unshipped",
+		At: copyGrid.Add(time.Date(2031, time.February, 1, 0, 2, 0, 0, time.UTC), 0), Now: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Job.ID <= maxID {
+		t.Errorf("job scheduled on the target after the copy: id %d, want > %d", got[0].Job.ID, maxID)
+	}
+}
