@@ -14,7 +14,7 @@ func init() {
 
 // openSQLite opens a migrated store on a fresh file in t.TempDir, with the
 // scenario tables beside prescient's.
-func openSQLite(t *testing.T) *harness {
+func openSQLite(t testing.TB) *harness {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), nil)

@@ -61,10 +61,10 @@ func ts(s string) time.Time {
 // run DDL and queries in the same database for the tests' own tables.
 type storeKind struct {
 	name string
-	open func(t *testing.T) *harness
+	open func(t testing.TB) *harness
 }
 
-func openPostgres(t *testing.T) *harness {
+func openPostgres(t testing.TB) *harness {
 	t.Helper()
 	ctx := context.Background()
 	url, schema := pgtest.Schema(t)
@@ -111,7 +111,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	store prescient.Store
 	// count returns the number of rows a query returns.
 	count func(sql string, args ...any) int

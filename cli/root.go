@@ -94,6 +94,7 @@ PRESCIENT_SERVER override database.url and server.`,
 		e.slotsCommand(),
 		e.demoCommand(),
 		e.copyCommand(),
+		e.benchCommand(),
 	)
 	return root
 }
