@@ -128,3 +128,25 @@ func (f Filter) EffectiveLimit() int {
 	}
 	return f.Limit
 }
+
+// CheckImport reports what makes recs unfit for a store's HistoryImport
+// before any database is asked: an id that is not positive or appears twice,
+// or an unknown outcome. Every store calls it first, so that both refuse the
+// same input with the same message.
+func CheckImport(recs []*Record) error {
+	seen := make(map[int64]bool, len(recs))
+	for _, r := range recs {
+		if r.ID < 1 {
+			return fmt.Errorf("import %d history record(s): record of %s/%s/%s has id %d, want a positive id",
+				len(recs), r.Entity, r.Key, r.Check, r.ID)
+		}
+		if seen[r.ID] {
+			return fmt.Errorf("import %d history record(s): id %d appears twice", len(recs), r.ID)
+		}
+		seen[r.ID] = true
+		if _, err := ParseOutcome(string(r.Outcome)); err != nil {
+			return fmt.Errorf("import %d history record(s): record %d: %w", len(recs), r.ID, err)
+		}
+	}
+	return nil
+}

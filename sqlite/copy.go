@@ -77,7 +77,7 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*pr
 // JobsImport checks jobs for collisions and inserts them one row at a time,
 // in the caller's transaction or an IMMEDIATE one of its own.
 func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*prescient.Job) error {
-	if err := checkJobsImport(jobs); err != nil {
+	if err := prescient.CheckJobsImport(jobs); err != nil {
 		return err
 	}
 	if len(jobs) == 0 {
@@ -115,27 +115,6 @@ func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*prescient.Job) e
 	})
 	if err != nil {
 		return fmt.Errorf("import %d job(s): %w", len(jobs), interpretError(err))
-	}
-	return nil
-}
-
-// checkJobsImport refuses ids that are not positive and jobs named twice.
-func checkJobsImport(jobs []*prescient.Job) error {
-	type identity struct{ entity, key, check string }
-	seenID := make(map[int64]bool, len(jobs))
-	seenKey := make(map[identity]bool, len(jobs))
-	for _, j := range jobs {
-		name := j.Entity + "/" + j.Key + "/" + j.Check
-		switch k := (identity{j.Entity, j.Key, j.Check}); {
-		case j.ID < 1:
-			return fmt.Errorf("import %d job(s): job %s has id %d, want a positive id", len(jobs), name, j.ID)
-		case seenID[j.ID]:
-			return fmt.Errorf("import %d job(s): id %d appears twice (job %s)", len(jobs), j.ID, name)
-		case seenKey[k]:
-			return fmt.Errorf("import %d job(s): job %s appears twice", len(jobs), name)
-		default:
-			seenID[j.ID], seenKey[k] = true, true
-		}
 	}
 	return nil
 }
@@ -206,7 +185,7 @@ func (s *Store) HistoryExport(ctx context.Context, afterID int64, limit int) ([]
 // HistoryImport checks recs for collisions and inserts them one row at a
 // time, in the caller's transaction or an IMMEDIATE one of its own.
 func (s *Store) HistoryImport(ctx context.Context, tx any, recs []*history.Record) error {
-	if err := checkHistoryImport(recs); err != nil {
+	if err := history.CheckImport(recs); err != nil {
 		return err
 	}
 	if len(recs) == 0 {
@@ -236,26 +215,6 @@ func (s *Store) HistoryImport(ctx context.Context, tx any, recs []*history.Recor
 	})
 	if err != nil {
 		return fmt.Errorf("import %d history record(s): %w", len(recs), interpretError(err))
-	}
-	return nil
-}
-
-// checkHistoryImport refuses ids that are not positive or appear twice, and
-// unknown outcomes.
-func checkHistoryImport(recs []*history.Record) error {
-	seen := make(map[int64]bool, len(recs))
-	for _, r := range recs {
-		if r.ID < 1 {
-			return fmt.Errorf("import %d history record(s): record of %s/%s/%s has id %d, want a positive id",
-				len(recs), r.Entity, r.Key, r.Check, r.ID)
-		}
-		if seen[r.ID] {
-			return fmt.Errorf("import %d history record(s): id %d appears twice", len(recs), r.ID)
-		}
-		seen[r.ID] = true
-		if _, err := history.ParseOutcome(string(r.Outcome)); err != nil {
-			return fmt.Errorf("import %d history record(s): record %d: %w", len(recs), r.ID, err)
-		}
 	}
 	return nil
 }
