@@ -38,6 +38,8 @@ func (c *Client) Start(ctx context.Context) error {
 	c.hardCtx, c.stopNow = context.WithCancel(context.WithoutCancel(ctx))
 	c.startedAt = c.now()
 	if err := c.Heartbeat(ctx); err != nil {
+		c.stopWork()
+		c.stopNow()
 		return fmt.Errorf("prescient: start: %w", err)
 	}
 
