@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 
@@ -29,14 +31,19 @@ type Client struct {
 	store Store
 	log   *slog.Logger
 
-	mu        sync.Mutex
-	running   bool
-	cron      *cron.Cron
-	stopWork  context.CancelFunc // stops starting new work
-	stopNow   context.CancelFunc // interrupts in-flight checks
-	workCtx   context.Context
-	hardCtx   context.Context
-	wg        sync.WaitGroup
+	mu   sync.Mutex // serialises Start and Stop
+	cron *cron.Cron
+	wg   sync.WaitGroup // background work Stop waits for
+
+	// runMu guards what background work reads of the lifecycle. Work in
+	// flight takes only runMu, never mu, so it never waits for Start or Stop.
+	runMu    sync.Mutex
+	running  bool
+	workCtx  context.Context // ends when Stop begins: start no new work
+	hardCtx  context.Context // ends when the grace is over: interrupt checks
+	stopWork context.CancelFunc
+	stopNow  context.CancelFunc
+
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired
 	startedAt time.Time
@@ -197,6 +204,9 @@ func validateIdentity(entity, key string) error {
 	}
 	if key == "" || len(key) > KeyMax {
 		return fmt.Errorf("entity %s: key must be 1 to %d bytes, got %d", entity, KeyMax, len(key))
+	}
+	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
+		return fmt.Errorf("entity %s: key %q must be UTF-8 text without NUL bytes", entity, key)
 	}
 	return nil
 }

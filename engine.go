@@ -18,15 +18,19 @@ import (
 const catchupMax = 1000
 
 // Start records the grid and the check catalog in the store, runs the
-// start-up sweep (unless disabled), fires the current slot if this server
-// owns it, and then fires every owned slot at its boundary until Stop. Slot
-// ticks, the scheduled sweep and pruning are driven by robfig/cron. Start
-// returns once the start-up work is done.
+// start-up sweep (unless disabled; ending ctx cuts it short), fires the
+// current slot if this server owns it, and then fires every owned slot at
+// its boundary until Stop. Slot ticks, the scheduled sweep and pruning are
+// driven by robfig/cron. Start returns once the start-up work is done.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.running {
+	if c.isRunning() {
 		return errors.New("prescient: start: already running")
+	}
+	if old, err := c.store.GridGet(ctx); err == nil && (old.Resolution != c.cfg.Grid.Resolution || old.Offset != c.cfg.Grid.Offset) {
+		c.log.Warn("the slot grid changed: jobs scheduled on the old grid are moved onto the new one by the sweep, and the SQL functions now round to the new grid",
+			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())
 	}
 	if err := c.store.GridSave(ctx, c.cfg.Grid); err != nil {
 		return fmt.Errorf("prescient: start: save grid: %w", err)
@@ -34,17 +38,23 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.SyncCatalog(ctx); err != nil {
 		return fmt.Errorf("prescient: start: %w", err)
 	}
-	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	c.hardCtx, c.stopNow = context.WithCancel(context.WithoutCancel(ctx))
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	hard, stopNow := context.WithCancel(context.WithoutCancel(ctx))
+	c.runMu.Lock()
+	c.workCtx, c.hardCtx, c.stopWork, c.stopNow = work, hard, stopWork, stopNow
+	c.runMu.Unlock()
 	c.startedAt = c.now()
 	if err := c.Heartbeat(ctx); err != nil {
-		c.stopWork()
-		c.stopNow()
+		stopWork()
+		stopNow()
 		return fmt.Errorf("prescient: start: %w", err)
 	}
 
 	if !c.cfg.SweepOnStartDisabled {
-		res, err := c.sweep(c.workCtx, c.hardCtx, c.cfg.SweepMode)
+		// Start's caller may give up (a signal during a long start-up sweep).
+		sweepCtx, cancel := context.WithCancel(ctx)
+		res, err := c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode)
+		cancel()
 		if err != nil {
 			c.log.Error("start-up sweep", "error", err)
 		} else if res.Jobs > 0 || res.Slots > 0 {
@@ -53,34 +63,36 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	c.cron.Schedule(c.cfg.Grid, c.job(func(ctx context.Context) { c.Tick(ctx) }))
+	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.Tick(work) }))
 	if c.cfg.SweepSchedule != "-" {
 		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
-		c.cron.Schedule(spec, c.job(func(context.Context) {
-			if _, err := c.sweep(c.workCtx, c.hardCtx, c.cfg.SweepMode); err != nil {
+		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {
+			if _, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
 				c.log.Error("scheduled sweep", "error", err)
 			}
 		}))
 	}
 	if c.cfg.PruneSchedule != "-" && c.cfg.HistoryRetention > 0 {
 		spec, _ := cron.ParseStandard(c.cfg.PruneSchedule)
-		c.cron.Schedule(spec, c.job(func(ctx context.Context) {
-			if n, err := c.Prune(ctx); err != nil {
+		c.cron.Schedule(spec, c.job(func(work, _ context.Context) {
+			if n, err := c.Prune(work); err != nil {
 				c.log.Error("prune history", "error", err)
 			} else if n > 0 {
 				c.log.Info("pruned history", "records", n)
 			}
 		}))
 	}
+	c.runMu.Lock()
 	c.running = true
 	c.wg.Add(2)
+	c.runMu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		c.Tick(c.workCtx) // the slot in progress at start-up
+		c.Tick(work) // the slot in progress at start-up
 	}()
 	go func() {
 		defer c.wg.Done()
-		c.heartbeatLoop(c.workCtx)
+		c.heartbeatLoop(work)
 	}()
 	c.cron.Start()
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
@@ -91,35 +103,59 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
+// isRunning reports whether the client is started.
+func (c *Client) isRunning() bool {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.running
+}
+
+// track registers one piece of background work with Stop and returns the
+// contexts it runs under, or ok false when the client is not running (Stop
+// has begun): it must then not start.
+func (c *Client) track() (work, hard context.Context, ok bool) {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if !c.running {
+		return nil, nil, false
+	}
+	c.wg.Add(1)
+	return c.workCtx, c.hardCtx, true
+}
+
 // job wraps fn as a cron job tracked by Stop.
-func (c *Client) job(fn func(context.Context)) cron.Job {
+func (c *Client) job(fn func(work, hard context.Context)) cron.Job {
 	return cron.FuncJob(func() {
-		if c.workCtx.Err() != nil {
+		work, hard, ok := c.track()
+		if !ok {
 			return
 		}
-		c.wg.Add(1)
 		defer c.wg.Done()
-		fn(c.workCtx)
+		fn(work, hard)
 	})
 }
+
+// stopTimeout bounds the store calls Stop and a cut-short slot still make
+// after their context ended (deregistering, recording the ledger), so that a
+// database that does not answer cannot hold shutdown up.
+const stopTimeout = 5 * time.Second
 
 // Stop stops firing: no new slot or job is started, in-flight checks get
 // until ctx ends or the configured ShutdownGrace (whichever is first) to
 // finish, and checks still running then are interrupted and their jobs
 // released untouched (they stay due, for the sweep). Stop is idempotent.
 func (c *Client) Stop(ctx context.Context) error {
-	// Flip running under the lock, then wait without it: work still in
-	// flight may call back into the client (a recovery starts a sweep, which
-	// checks running under the same lock) and must not wait for Stop.
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runMu.Lock()
 	if !c.running {
-		c.mu.Unlock()
+		c.runMu.Unlock()
 		return nil
 	}
-	c.running = false
+	c.running = false // no work is tracked from here on
+	c.runMu.Unlock()
 	cronDone := c.cron.Stop()
 	c.stopWork()
-	c.mu.Unlock()
 
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
 	defer grace.Stop()
@@ -140,7 +176,9 @@ func (c *Client) Stop(ctx context.Context) error {
 	<-done
 	// Deregister so that, with automatic ownership, the others take this
 	// server's positions at once rather than after ServerTimeout.
-	if err := c.store.ServerDelete(context.WithoutCancel(ctx), c.cfg.Server); err != nil {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	if err := c.store.ServerDelete(dctx, c.cfg.Server); err != nil {
 		c.log.Warn("deregister", "error", err)
 	}
 	c.log.Info("stopped")
@@ -180,6 +218,11 @@ func (c *Client) Tick(ctx context.Context) {
 			return
 		}
 	}
+	// A slot that fails does not hold up the ones after it; the next tick
+	// starts again from the first that failed (later ones that succeeded are
+	// complete in the ledger by then, and skipped).
+	var failed time.Time
+	var errs []error
 	for s := from; !s.After(cur) && ctx.Err() == nil; s = g.Add(s, 1) {
 		if !c.owns(g.Position(s)) || complete[s] {
 			continue
@@ -189,19 +232,25 @@ func (c *Client) Tick(ctx context.Context) {
 			kind = KindCatchup
 		}
 		if _, err := c.fireSlot(ctx, c.hardCtxOr(ctx), s, kind); err != nil {
-			// Leave lastGood where it is: the next tick retries from here.
-			c.setHealth(err)
-			return
+			if failed.IsZero() {
+				failed = s
+			}
+			errs = append(errs, err)
 		}
 	}
 	if err := c.fireLeftovers(ctx, g.Add(cur, -1)); err != nil {
-		c.setHealth(err)
+		errs = append(errs, err)
+	}
+	if ctx.Err() != nil {
 		return
 	}
-	if ctx.Err() == nil {
+	switch {
+	case !failed.IsZero():
+		c.lastGood = g.Add(failed, -1)
+	case len(errs) == 0:
 		c.lastGood = cur
-		c.setHealth(nil)
 	}
+	c.setHealth(errors.Join(errs...))
 }
 
 // fireLeftovers fires an owned slot again if jobs of known checks are still
@@ -242,7 +291,9 @@ func (c *Client) completeSlots(ctx context.Context, from, until time.Time) (map[
 }
 
 func (c *Client) hardCtxOr(ctx context.Context) context.Context {
-	if c.hardCtx != nil {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.running {
 		return c.hardCtx
 	}
 	return ctx
@@ -285,30 +336,50 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode) (*Sweep
 		res.Jobs, res.To = n, to
 		return res, nil
 	}
-	fired := make(map[time.Time]bool)
+	// Page through the overdue slots oldest first. A slot that fails (or
+	// whose jobs are of checks this server does not know) stays overdue; the
+	// cursor moves past it so that it cannot stall the slots after it.
+	var (
+		after time.Time
+		errs  []error
+	)
 	for workCtx.Err() == nil {
-		overdue, err := c.store.JobsOverdueSlots(workCtx, cur, sweepBatch)
+		overdue, err := c.store.JobsOverdueSlots(workCtx, after, cur, sweepBatch)
 		if err != nil {
-			return res, fmt.Errorf("prescient: sweep: %w", err)
+			errs = append(errs, err)
+			break
 		}
-		progress := false
+		if len(overdue) == 0 {
+			break
+		}
 		for _, s := range overdue {
-			// A slot whose jobs are all of unknown checks stays overdue; fire
-			// each slot once per sweep so such jobs cannot stall it.
-			if fired[s] {
+			if workCtx.Err() != nil {
+				break
+			}
+			after = s
+			if !c.cfg.Grid.IsBoundary(s) {
+				// Scheduled on a grid since changed: move the jobs onto the
+				// new one. Slots before s were taken already in this pass.
+				to := c.cfg.Grid.Ceil(s)
+				n, err := c.store.JobsReslot(workCtx, &JobsReslotParams{Before: s.Add(time.Microsecond), To: to, Now: now})
+				if err != nil {
+					errs = append(errs, fmt.Errorf("move jobs of off-grid slot %s: %w", s.Format(time.RFC3339Nano), err))
+					continue
+				}
+				c.log.Info("moved jobs scheduled on an old grid onto the current one", "from", s, "to", to, "jobs", n)
 				continue
 			}
-			fired[s], progress = true, true
 			rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep)
 			if err != nil {
-				return res, fmt.Errorf("prescient: sweep: %w", err)
+				errs = append(errs, err)
+				continue
 			}
 			res.Slots++
 			res.Jobs += rec.Checked
 		}
-		if !progress {
-			break
-		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("prescient: sweep: %w", err)
 	}
 	return res, nil
 }

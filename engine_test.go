@@ -504,6 +504,11 @@ func TestUnknownCheckStaysPending(t *testing.T) {
 		if got := c.UnknownChecks(); got["not_deployed_yet"] != 1 {
 			t.Fatalf("UnknownChecks = %v", got)
 		}
+		// Firing the slot again (a sweep) still counts one job left pending,
+		// not one per firing.
+		if rec := fire(t, c, "2026-03-10T10:15:00Z"); rec.Unknown != 1 {
+			t.Fatalf("slot fired again: %d unknown, want 1", rec.Unknown)
+		}
 		wantPending(t, c, "1", "not_deployed_yet")
 		// A server that knows the check runs it later, from the sweep.
 		clk.Set("2026-03-10T11:00:00Z")
@@ -551,9 +556,31 @@ func TestTwoServersOwningTheSameSlotProcessEachJobOnce(t *testing.T) {
 		ctx := context.Background()
 		clk := newClock("2026-03-10T10:00:00Z")
 		rec := &calls{}
-		reg := register(t, "unshipped", alertOnce(rec), nil)
-		a := h.client(clk, reg, func(c *prescient.Config) { c.Server = "a"; c.BatchSize = 7 })
-		b := h.client(clk, reg, func(c *prescient.Config) { c.Server = "b"; c.BatchSize = 5 })
+		// On PostgreSQL each server's first check waits until the other
+		// server has begun too, so that the two really process the slot at
+		// the same time. (SQLite runs checks under the database's write lock,
+		// one batch at a time: both servers fire concurrently and the lock
+		// serialises them.)
+		begun := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+		var once = map[string]*sync.Once{"a": {}, "b": {}}
+		overlapping := func(server, other string) checks.Func {
+			return func(ctx context.Context, j *checks.Job) (time.Time, error) {
+				once[server].Do(func() {
+					if h.name != "postgres" {
+						return
+					}
+					close(begun[server])
+					select {
+					case <-begun[other]:
+					case <-time.After(20 * time.Second): // a liveness bound
+						t.Errorf("server %s: server %s never began the slot", server, other)
+					}
+				})
+				return alertOnce(rec)(ctx, j)
+			}
+		}
+		a := h.client(clk, register(t, "unshipped", overlapping("a", "b"), nil), func(c *prescient.Config) { c.Server = "a"; c.BatchSize = 7 })
+		b := h.client(clk, register(t, "unshipped", overlapping("b", "a"), nil), func(c *prescient.Config) { c.Server = "b"; c.BatchSize = 5 })
 		const n = 200
 		ps := make([]prescient.ScheduleParams, n)
 		for i := range ps {

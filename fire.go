@@ -49,6 +49,9 @@ func (c *Client) fireSlot(workCtx, hardCtx context.Context, slot time.Time, kind
 			rec.StartedAt = p.StartedAt
 		}
 	}
+	// Unknown counts the jobs the latest firing left pending, not a sum
+	// over firings (each would count the same jobs again).
+	rec.Unknown = 0
 	if err := c.store.SlotStart(hardCtx, rec); err != nil {
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", slot.Format(time.RFC3339), err)
 	}
@@ -121,7 +124,9 @@ dispatch:
 	if cut != nil {
 		// The slot stays incomplete in the ledger, with what it did: the
 		// rest is still due, and catch-up or the sweep will take it.
-		if err := c.store.SlotFinish(context.WithoutCancel(hardCtx), rec); err != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(hardCtx), stopTimeout)
+		defer cancel()
+		if err := c.store.SlotFinish(lctx, rec); err != nil {
 			cut = errors.Join(cut, err)
 		}
 		return rec, fmt.Errorf("prescient: fire slot %s: %w", slot.Format(time.RFC3339), cut)
@@ -254,6 +259,16 @@ func (c *Client) runCheck(ctx context.Context, check *checks.Check, limits guard
 		})
 	}
 	elapsed := time.Since(start)
+	if err == nil {
+		// A check that swallowed a statement's error may have left its
+		// transaction aborted (PostgreSQL): its writes cannot commit, so it
+		// failed.
+		if ab, ok := jobs[0].Tx.(interface{ Aborted() error }); ok {
+			if aerr := ab.Aborted(); aerr != nil {
+				err = fmt.Errorf("check %s: %w", check.Name, aerr)
+			}
+		}
+	}
 	res := &ProcessResult{Decisions: make([]Decision, len(jobs))}
 	if errors.Is(err, errInterrupted) {
 		// Shutdown cut the check off: leave the jobs exactly as they were.

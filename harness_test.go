@@ -105,13 +105,16 @@ func forEachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, k.open(t))
+			h := k.open(t)
+			h.name = k.name
+			fn(t, h)
 		})
 	}
 }
 
 type harness struct {
 	t     testing.TB
+	name  string // the store kind
 	store prescient.Store
 	// count returns the number of rows a query returns.
 	count func(sql string, args ...any) int

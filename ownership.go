@@ -117,13 +117,10 @@ func (c *Client) setHealth(err error) error {
 // outage or a dead server run without waiting for the schedule. It does
 // nothing unless the client is running.
 func (c *Client) sweepSoon(reason string) {
-	c.mu.Lock()
-	running, work, hard := c.running, c.workCtx, c.hardCtx
-	c.mu.Unlock()
-	if !running {
+	work, hard, ok := c.track()
+	if !ok {
 		return
 	}
-	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		if res, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {

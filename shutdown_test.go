@@ -84,3 +84,33 @@ func TestStopWhileTheStoreRecovers(t *testing.T) {
 		}
 	})
 }
+
+// A Start whose first heartbeat fails returns the error; the next Start,
+// with the store back, sees a recovery, which starts no sweep before the
+// client runs, and must not wait for the Start that is running it (it once
+// deadlocked: Start held the client's lock across the heartbeat).
+func TestStartAgainAfterAFailedHeartbeat(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		faults := &heartbeatFaults{Store: h.store, failed: make(chan struct{}), blocked: make(chan struct{})}
+		h.store = faults
+		c := h.client(newClock("2026-03-10T10:00:00Z"), &checks.Registry{}, nil)
+		faults.set("fail")
+		if err := c.Start(context.Background()); err == nil {
+			t.Fatal("Start with the store down: no error")
+		}
+		faults.set("")
+		started := make(chan error, 1)
+		go func() { started <- c.Start(context.Background()) }()
+		select {
+		case err := <-started:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second): // a liveness bound, not a timing assertion
+			t.Fatal("the second Start did not return: deadlocked with its own heartbeat")
+		}
+		if err := c.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

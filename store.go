@@ -57,9 +57,10 @@ type Store interface {
 	// id > p.AfterID, ascending by id, at most p.Limit. Its cost is
 	// proportional to the jobs due in the slot, not to the table.
 	JobsDue(ctx context.Context, p *JobsDueParams) ([]*DueJob, error)
-	// JobsOverdueSlots lists the distinct slots before `before` that still
-	// have pending jobs, oldest first, at most limit.
-	JobsOverdueSlots(ctx context.Context, before time.Time, limit int) ([]time.Time, error)
+	// JobsOverdueSlots lists the distinct slots s with after < s < before
+	// that still have pending jobs, oldest first, at most limit. A zero after
+	// is no lower bound; passing the last slot returned pages on.
+	JobsOverdueSlots(ctx context.Context, after, before time.Time, limit int) ([]time.Time, error)
 	// JobsProcess claims the jobs among p.IDs whose next_check_at is still
 	// p.Slot and that no other transaction holds, hands them to fn inside one
 	// transaction, applies fn's decisions and commits. A job held elsewhere is
@@ -322,7 +323,9 @@ type SlotRecord struct {
 	Rescheduled int `json:"rescheduled"`
 	// Failures counts failed checks (error, panic, timeout).
 	Failures int `json:"failures"`
-	// Unknown counts jobs left pending because no check of that name is registered.
+	// Unknown counts the jobs the latest firing left pending because this
+	// server has no check of their name (a server that knows it runs them,
+	// from the sweep). A slot is complete once fired, unknown jobs or not.
 	Unknown int `json:"unknown"`
 	// Outcomes counts the jobs that finished, per outcome.
 	Outcomes map[history.Outcome]int `json:"outcomes,omitempty"`

@@ -22,7 +22,11 @@ import (
 type Func func(ctx context.Context, job *Job) (next time.Time, err error)
 
 // Result is a batch check's answer for one job: the next check time (zero when
-// done), or Err when that job failed.
+// done), or Err when that job failed. A job's Err counts a failure for that
+// job (it is retried, and ends failed after too many), but the batch is one
+// transaction: what the batch wrote through job.Tx commits with the other
+// jobs' results. Write a job's effect only once it has succeeded, or return
+// an error from the BatchFunc to roll back every write of the batch.
 type Result struct {
 	Next time.Time
 	Err  error
@@ -30,8 +34,10 @@ type Result struct {
 
 // BatchFunc is a check run on many due jobs of one check at once, so that it
 // can look their entities up in one query. It returns one Result per job, in
-// the order of jobs. A returned error fails the whole batch: every job counts a
-// failure and the batch's writes through the transaction are rolled back.
+// the order of jobs. A returned error (or a panic, or overrunning the runtime
+// guard) fails the whole batch: every job counts a failure and the batch's
+// writes through the transaction are rolled back. See Result for per-job
+// errors, whose batch's writes are kept.
 type BatchFunc func(ctx context.Context, jobs []*Job) ([]Result, error)
 
 // Opts are a check's optional settings.

@@ -138,6 +138,21 @@ func (a *checkTx) Query(ctx context.Context, sql string, args ...any) (checks.Ro
 	return r, nil
 }
 
+// Aborted reports whether a statement failed in the checks' savepoint and
+// left it aborted: PostgreSQL then refuses every later statement, so writes
+// made through it can never commit. It asks the connection (no round trip).
+// The engine calls it after a check returns without error, and counts such a
+// check as failed.
+func (a *checkTx) Aborted() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed || a.tx.Conn().PgConn().TxStatus() != 'E' {
+		return nil
+	}
+	return errors.New("a statement failed in the check's transaction and PostgreSQL aborted it, but the check went on and returned no error; " +
+		"return the statement's error, or handle it in a savepoint of the check's own (job.Tx.Driver())")
+}
+
 // Driver returns the savepoint's pgx.Tx. Using it directly bypasses the
 // serialisation and the end-of-check guard of the other methods: a check that
 // does so must not share it between goroutines or keep it after returning.

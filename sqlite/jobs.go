@@ -243,16 +243,16 @@ func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*pre
 // JobsOverdueSlots skips from one distinct slot to the next with min() on the
 // (next_check_at, id) index, so its cost follows the number of slots listed,
 // not the number of overdue jobs.
-func (s *Store) JobsOverdueSlots(ctx context.Context, before time.Time, limit int) ([]time.Time, error) {
+func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, limit int) ([]time.Time, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		WITH RECURSIVE s(slot) AS (
-			SELECT (SELECT min(next_check_at) FROM prescient_jobs WHERE next_check_at < $1)
+			SELECT (SELECT min(next_check_at) FROM prescient_jobs WHERE next_check_at > $3 AND next_check_at < $1)
 			UNION ALL
 			SELECT (SELECT min(j.next_check_at) FROM prescient_jobs j
 				WHERE j.next_check_at > s.slot AND j.next_check_at < $1)
 			FROM s WHERE s.slot IS NOT NULL
 		)
-		SELECT slot FROM s WHERE slot IS NOT NULL LIMIT $2`, micros(before), max(limit, 0))
+		SELECT slot FROM s WHERE slot IS NOT NULL LIMIT $2`, micros(before), max(limit, 0), micros(after))
 	if err != nil {
 		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
 	}

@@ -442,23 +442,28 @@ func testOverdueSlots(t *testing.T, h *Harness) {
 		schedule(t, h, "order", fmt.Sprint(i), "unshipped", slot(s), "")
 	}
 	cases := []struct {
-		before time.Time
-		limit  int
-		want   []time.Time
+		after, before time.Time
+		limit         int
+		want          []time.Time
 	}{
-		{slot(5), 10, []time.Time{slot(0), slot(2), slot(4)}},
-		{slot(5), 2, []time.Time{slot(0), slot(2)}},
-		{slot(4), 10, []time.Time{slot(0), slot(2)}},
-		{slot(0), 10, nil},
-		{slot(9), 10, []time.Time{slot(0), slot(2), slot(4), slot(6)}},
+		{time.Time{}, slot(5), 10, []time.Time{slot(0), slot(2), slot(4)}},
+		{time.Time{}, slot(5), 2, []time.Time{slot(0), slot(2)}},
+		{time.Time{}, slot(4), 10, []time.Time{slot(0), slot(2)}},
+		{time.Time{}, slot(0), 10, nil},
+		{time.Time{}, slot(9), 10, []time.Time{slot(0), slot(2), slot(4), slot(6)}},
+		// Paging on from the last slot returned.
+		{slot(2), slot(9), 10, []time.Time{slot(4), slot(6)}},
+		{slot(2), slot(9), 1, []time.Time{slot(4)}},
+		{slot(1), slot(4), 10, []time.Time{slot(2)}},
+		{slot(6), slot(9), 10, nil},
 	}
 	for _, c := range cases {
-		got, err := h.Store.JobsOverdueSlots(t.Context(), c.before, c.limit)
+		got, err := h.Store.JobsOverdueSlots(t.Context(), c.after, c.before, c.limit)
 		if err != nil {
-			t.Fatalf("overdue before %v: %v", c.before, err)
+			t.Fatalf("overdue in (%v, %v): %v", c.after, c.before, err)
 		}
 		if !slices.EqualFunc(got, c.want, time.Time.Equal) {
-			t.Errorf("overdue before %v limit %d: %v, want %v", c.before, c.limit, got, c.want)
+			t.Errorf("overdue in (%v, %v) limit %d: %v, want %v", c.after, c.before, c.limit, got, c.want)
 		}
 	}
 }

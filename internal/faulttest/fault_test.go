@@ -207,7 +207,9 @@ func TestGracefulStop(t *testing.T) {
 	c.start("a")
 	waitUntil(t, c, "SELECT count(*) > "+itoa(done)+" FROM fault_alerts")
 	_ = c.proc("a").cmd.Process.Signal(syscall.SIGTERM)
-	c.signal("a", syscall.SIGTERM, 5*time.Second)
+	if code, _ := c.signal("a", syscall.SIGTERM, 5*time.Second); code != 130 {
+		t.Fatalf("second signal: exit code %d, want 130 (exit at once)\n%s", code, c.logTail("a"))
+	}
 
 	c.start("a") // the start-up sweep takes whatever is left
 	f := c.waitSettled(w, 2*time.Minute)
