@@ -83,19 +83,22 @@ type Config struct {
 	// Default MaxFailuresDefault.
 	MaxFailures int
 	// RetryBackoffMax caps the delay before a failed check is retried. Retries
-	// back off exponentially from one slot: 1, 2, 4, … slots after the failure.
+	// back off exponentially from one slot: 1, 2, 4, … slots after the failure,
+	// never less than one slot. Default RetryBackoffMaxDefault.
 	RetryBackoffMax time.Duration
 	// Workers caps the checks running at once. Default WorkersDefault.
 	Workers int
 	// BatchSize is how many due jobs are read, and handed to a batch check, at
 	// a time. Default BatchSizeDefault.
 	BatchSize int
-	// SweepMode is the mode of the start-up and scheduled sweeps.
+	// SweepMode is the mode of the start-up, scheduled and catch-up sweeps.
+	// Default SweepRun.
 	SweepMode SweepMode
 	// SweepSchedule is a cron spec (five fields, or @every …) for the
 	// scheduled sweep. "-" disables it. Default SweepScheduleDefault.
 	SweepSchedule string
-	// SweepOnStartDisabled turns off the sweep Start runs.
+	// SweepOnStartDisabled turns off the sweep Start runs. The zero value
+	// (false) sweeps at start-up.
 	SweepOnStartDisabled bool
 	// HistoryRetention is how long history records are kept; -1 keeps them
 	// forever. Default HistoryRetentionDefault.
@@ -103,7 +106,9 @@ type Config struct {
 	// PruneSchedule is the cron spec of history pruning. Default
 	// PruneScheduleDefault; "-" disables it.
 	PruneSchedule string
-	// ShutdownGrace is how long Stop waits for in-flight checks.
+	// ShutdownGrace is how long Stop waits for in-flight checks before it
+	// interrupts them (their jobs stay due, untouched). Default
+	// ShutdownGraceDefault; it cannot be zero (that is the default).
 	ShutdownGrace time.Duration
 	// Now is the clock. Default time.Now. Every decision about what is due
 	// reads it, so tests and simulations can run on a fake clock.
