@@ -59,7 +59,7 @@ func (h *harness) runCtx(ctx context.Context, args ...string) (stdout, stderr st
 		h.t.Fatal(err)
 	}
 	var o, e syncBuffer
-	root := NewRootCommand(&Opts{Checks: reg, Out: &o, Err: &e, getenv: envOf(h.env)})
+	root := NewRootCommand(&Opts{Checks: reg, Out: &o, Err: &e, lookupEnv: envOf(h.env)})
 	if h.config != "" {
 		args = append([]string{"--config", h.config}, args...)
 	}
@@ -373,4 +373,25 @@ func TestMigrateThenSQLAlone(t *testing.T) {
 	if err := st.Pool().QueryRow(ctx, `SELECT prescient_resolve('order', '42', 'shipped')`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("prescient_resolve = %d, %v; want 1", n, err)
 	}
+}
+
+// The CLI's resolve adds the catalog entries of its own checks only where
+// the store has none: the servers that run a check recorded which events it
+// awaits, and a stock binary must not overwrite that.
+func TestResolveKeepsTheServersCatalog(t *testing.T) {
+	t.Parallel()
+	h, url, schema := dbHarness(t, "")
+	h.mustRun("migrate")
+	st, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// The cluster's order_unshipped awaits "delivered", not "shipped".
+	if err := st.CatalogSave(context.Background(), []prescient.CatalogEntry{{Check: "order_unshipped", Awaits: []string{"delivered"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.mustRun("schedule", "order", "42", "order_unshipped", "--in", "3h")
+	wantContains(t, "resolve shipped", h.mustRun("resolve", "order", "42", "shipped"), "resolved 0 job(s)")
+	wantContains(t, "resolve delivered", h.mustRun("resolve", "order", "42", "delivered"), "resolved 1 job(s)")
 }

@@ -2,12 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,6 +43,20 @@ const (
 // Config is the YAML configuration file of `prescient`. Every key is
 // optional: DefaultConfig holds the value each key takes when it is absent,
 // and config.example.yaml at the repository root documents them all.
+//
+// Environment variables are expanded in the file before it is read as YAML:
+// ${NAME} and $NAME become the value of the variable NAME (a name is letters,
+// digits and '_', not starting with a digit), and $$ becomes a literal $
+// (pa$$w0rd reads pa$w0rd). A variable that is not set is an error naming it
+// and its line, "prescient.yaml:3: ${DATABASE_URL} is not set", never an
+// empty value (a variable set to "" expands to nothing); so is a $ that
+// starts no reference. Comments may hold either. The value is inserted as
+// it is, so quote the reference ("${PASSWORD}") when it may hold YAML syntax
+// such as ": " or " #".
+//
+// Validate refuses a 0 where the engine would read it as "the default"
+// (workers: 0, guards.runtime: 0s, ...), and a -1 where the key has no "no
+// limit", naming the key and what it accepts.
 //
 // A Config is turned into the engine's prescient.Config by ClientConfig after
 // Validate has accepted it.
@@ -297,31 +315,32 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // LoadConfig reads the YAML file at path on top of DefaultConfig, expanding
-// environment variables ($VAR, ${VAR}) in the file first, and applies the
+// environment variables in the file first (see Config), and applies the
 // PRESCIENT_DATABASE_URL and PRESCIENT_SERVER overrides. An empty path means
 // no file: the defaults plus the overrides. Decoding is strict: an unknown
-// key or a value of the wrong type is a *ConfigError naming the key and its
-// line. LoadConfig does not call Validate.
+// key, a value of the wrong type or a variable that is not set is a
+// *ConfigError naming the line (and the key path, for a key). LoadConfig does
+// not call Validate.
 func LoadConfig(path string) (*Config, error) {
-	return loadConfig(path, os.Getenv)
+	return loadConfig(path, os.LookupEnv)
 }
 
-func loadConfig(path string, getenv func(string) string) (*Config, error) {
+func loadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	cfg := DefaultConfig()
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read config: %w", err)
 		}
-		if err := cfg.decode(path, raw, getenv); err != nil {
+		if err := cfg.decode(path, raw, lookupEnv); err != nil {
 			return nil, err
 		}
 		cfg.file = path
 	}
-	if v := getenv(EnvDatabaseURL); v != "" {
+	if v, _ := lookupEnv(EnvDatabaseURL); v != "" {
 		cfg.Database.URL = v
 	}
-	if v := getenv(EnvServer); v != "" {
+	if v, _ := lookupEnv(EnvServer); v != "" {
 		cfg.Server = v
 	}
 	return cfg, nil
@@ -332,15 +351,15 @@ func loadConfig(path string, getenv func(string) string) (*Config, error) {
 // applied). name is used in error messages.
 func ParseConfig(name string, data []byte) (*Config, error) {
 	cfg := DefaultConfig()
-	if err := cfg.decode(name, data, os.Getenv); err != nil {
+	if err := cfg.decode(name, data, os.LookupEnv); err != nil {
 		return nil, err
 	}
 	cfg.file = name
 	return cfg, nil
 }
 
-func (c *Config) decode(name string, raw []byte, getenv func(string) string) error {
-	data := []byte(os.Expand(string(raw), getenv))
+func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string, bool)) error {
+	data, refErrs := expandEnv(raw, lookupEnv)
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return &ConfigError{File: name, Err: fmt.Errorf("not valid YAML: %w", err)}
@@ -349,6 +368,9 @@ func (c *Config) decode(name string, raw []byte, getenv func(string) string) err
 		return nil // an empty file: all defaults
 	}
 	root := doc.Content[0]
+	if errs := refErrs.in(name, root); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if root.Kind != yaml.MappingNode {
 		return &ConfigError{File: name, Line: root.Line, Err: fmt.Errorf("the file must be a mapping of keys, not a %s", kindName(root.Kind))}
 	}
@@ -364,6 +386,126 @@ func (c *Config) decode(name string, raw []byte, getenv func(string) string) err
 		return &ConfigError{File: name, Err: err}
 	}
 	return nil
+}
+
+// expandEnv replaces ${NAME} and $NAME in raw with the value of the
+// environment variable NAME, and $$ with $. A reference it cannot expand (a
+// variable that is not set, a $ that starts no reference) becomes a marker,
+// plain YAML text that envRefErrors.in finds again in the parsed document:
+// only the markers that land in a key or value are errors, so that comments
+// may mention ${NAME} or a lone $.
+func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envRefErrors) {
+	refs := &envRefErrors{marker: "prescientenv" + strings.ToLower(rand.Text())}
+	var b bytes.Buffer
+	line := 1
+	bad := func(err error) {
+		fmt.Fprintf(&b, "%s%d_", refs.marker, len(refs.errs))
+		refs.errs = append(refs.errs, envRefError{line, err})
+	}
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '$' {
+			if c == '\n' {
+				line++
+			}
+			b.WriteByte(c)
+			i++
+			continue
+		}
+		rest := raw[i+1:]
+		var name, ref string
+		switch {
+		case len(rest) > 0 && rest[0] == '$':
+			b.WriteByte('$')
+			i += 2
+			continue
+		case len(rest) > 0 && rest[0] == '{':
+			end := bytes.IndexByte(rest, '}')
+			if nl := bytes.IndexByte(rest, '\n'); end < 0 || (nl >= 0 && nl < end) {
+				bad(errors.New("${ has no closing } on its line: write ${NAME}, or $$ for a literal $"))
+				i += 2
+				continue
+			}
+			name, ref = string(rest[1:end]), string(raw[i:i+end+2])
+			if envNameLen(name) != len(name) || name == "" {
+				bad(fmt.Errorf("%s is not a variable reference: a name is letters, digits and '_', not starting with a digit; write $$ for a literal $", ref))
+				i += len(ref)
+				continue
+			}
+		default:
+			n := envNameLen(rest)
+			if n == 0 {
+				// Not echoed: the value may be a password.
+				bad(errors.New("a $ that starts no variable: write $$ for a literal $, or ${NAME} or $NAME for a variable"))
+				i++
+				continue
+			}
+			name, ref = string(rest[:n]), "$"+string(rest[:n])
+		}
+		v, ok := lookupEnv(name)
+		if !ok {
+			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref))
+		} else {
+			b.WriteString(v)
+		}
+		i += len(ref)
+	}
+	return b.Bytes(), refs
+}
+
+// envNameLen returns the length of the variable name at the start of s: a
+// letter or '_', then letters, digits and '_'.
+func envNameLen[S string | []byte](s S) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return i
+		}
+	}
+	return len(s)
+}
+
+// envRefErrors are the references expandEnv could not expand, each replaced
+// by marker, its index and '_'.
+type envRefErrors struct {
+	marker string
+	errs   []envRefError
+}
+
+type envRefError struct {
+	line int
+	err  error
+}
+
+// in returns a *ConfigError for every marker in a key or value of the
+// document under n, in the order of the file.
+func (r *envRefErrors) in(file string, n *yaml.Node) []error {
+	if len(r.errs) == 0 {
+		return nil
+	}
+	re := regexp.MustCompile(regexp.QuoteMeta(r.marker) + `(\d+)_`)
+	found := make(map[int]bool)
+	var visit func(n *yaml.Node)
+	visit = func(n *yaml.Node) {
+		for _, m := range re.FindAllStringSubmatch(n.Value, -1) {
+			i, _ := strconv.Atoi(m[1])
+			found[i] = true
+		}
+		for _, c := range n.Content {
+			visit(c)
+		}
+	}
+	visit(n)
+	var errs []error
+	for i, e := range r.errs {
+		if found[i] {
+			errs = append(errs, &ConfigError{File: file, Line: e.line, Err: e.err})
+		}
+	}
+	return errs
 }
 
 var durationType = reflect.TypeOf(Duration(0))
@@ -483,73 +625,123 @@ func fieldNames(t reflect.Type) []string {
 // keyCheck validates one key: apply sets it (and anything it depends on) on
 // a valid baseline, so that the engine's Validate failing names this key.
 type keyCheck struct {
-	key   string
+	key string
+	// uses are the other keys apply sets: when one of them is already
+	// reported, this key's check would only repeat that error.
+	uses  []string
 	apply func(pc *prescient.Config)
 }
 
-// Validate reports every key whose value the engine would refuse, each as a
-// *ConfigError naming the key path and, when the key is in the file, its
-// line. Overlapping ownership is not an error (see slots.Ownership.Check).
+// durationRule is what a duration key accepts besides the values the engine
+// checks: the engine reads 0 as "the default", and -1 as -1ns where it is not
+// "no limit".
+type durationRule struct {
+	key string
+	v   Duration
+	// zero says 0s is a value of its own for this key.
+	zero bool
+	// minusOne says -1 is a value of its own for this key.
+	minusOne bool
+	// want says what the key accepts, after "must be".
+	want string
+}
+
+// Validate reports every key whose value the engine would refuse, or would
+// silently replace by its default (a 0 where the engine reads "the default"),
+// each as a *ConfigError naming the key path and, when the key is in the
+// file, its line. Overlapping ownership is not an error (see
+// slots.Ownership.Check).
 func (c *Config) Validate() error {
 	full := c.clientConfig()
 	base := DefaultConfig().clientConfig()
 	base.Server = "prescient"
+	grid := []string{"slots.resolution", "slots.offset", "slots.cycle"}
 	checks := []keyCheck{
-		{"server", func(pc *prescient.Config) { pc.Server = full.Server }},
-		{"slots.resolution", func(pc *prescient.Config) {
+		{"server", nil, func(pc *prescient.Config) { pc.Server = full.Server }},
+		{"slots.resolution", nil, func(pc *prescient.Config) {
 			pc.Grid = slots.Grid{Resolution: full.Grid.Resolution}
 		}},
-		{"slots.offset", func(pc *prescient.Config) {
+		{"slots.offset", grid[:1], func(pc *prescient.Config) {
 			pc.Grid = slots.Grid{Resolution: full.Grid.Resolution, Offset: full.Grid.Offset}
 		}},
-		{"slots.cycle", func(pc *prescient.Config) { pc.Grid = full.Grid }},
-		{"ownership.static", func(pc *prescient.Config) { pc.Grid, pc.Ownership = full.Grid, full.Ownership }},
-		{"ownership.auto", func(pc *prescient.Config) {
+		{"slots.cycle", grid[:2], func(pc *prescient.Config) { pc.Grid = full.Grid }},
+		{"ownership.static", grid, func(pc *prescient.Config) { pc.Grid, pc.Ownership = full.Grid, full.Ownership }},
+		{"ownership.auto", grid, func(pc *prescient.Config) {
 			pc.AutoOwnership = full.AutoOwnership
 			if full.AutoOwnership {
 				pc.Grid, pc.Ownership = full.Grid, full.Ownership
 			}
 		}},
-		{"ownership.heartbeat", func(pc *prescient.Config) { pc.Heartbeat = full.Heartbeat }},
-		{"ownership.server_timeout", func(pc *prescient.Config) {
+		{"ownership.heartbeat", nil, func(pc *prescient.Config) { pc.Heartbeat = full.Heartbeat }},
+		{"ownership.server_timeout", []string{"ownership.heartbeat"}, func(pc *prescient.Config) {
 			pc.Heartbeat, pc.ServerTimeout = full.Heartbeat, full.ServerTimeout
 		}},
-		{"guards.max_checks", func(pc *prescient.Config) { pc.Guards.MaxChecks = full.Guards.MaxChecks }},
-		{"guards.runtime", func(pc *prescient.Config) { pc.Guards.Runtime = full.Guards.Runtime }},
-		{"guards.horizon", func(pc *prescient.Config) { pc.Guards.Horizon = full.Guards.Horizon }},
-		{"retry.max_failures", func(pc *prescient.Config) { pc.MaxFailures = full.MaxFailures }},
-		{"retry.backoff_max", func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
-		{"workers", func(pc *prescient.Config) { pc.Workers = full.Workers }},
-		{"batch_size", func(pc *prescient.Config) { pc.BatchSize = full.BatchSize }},
-		{"sweep.mode", func(pc *prescient.Config) { pc.SweepMode = full.SweepMode }},
-		{"sweep.schedule", func(pc *prescient.Config) { pc.SweepSchedule = full.SweepSchedule }},
-		{"history.retention", func(pc *prescient.Config) { pc.HistoryRetention = full.HistoryRetention }},
-		{"history.prune_schedule", func(pc *prescient.Config) { pc.PruneSchedule = full.PruneSchedule }},
-		{"shutdown_grace", func(pc *prescient.Config) { pc.ShutdownGrace = full.ShutdownGrace }},
+		{"guards.max_checks", nil, func(pc *prescient.Config) { pc.Guards.MaxChecks = full.Guards.MaxChecks }},
+		{"guards.runtime", nil, func(pc *prescient.Config) { pc.Guards.Runtime = full.Guards.Runtime }},
+		{"guards.horizon", nil, func(pc *prescient.Config) { pc.Guards.Horizon = full.Guards.Horizon }},
+		{"retry.max_failures", nil, func(pc *prescient.Config) { pc.MaxFailures = full.MaxFailures }},
+		{"retry.backoff_max", nil, func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
+		{"workers", nil, func(pc *prescient.Config) { pc.Workers = full.Workers }},
+		{"batch_size", nil, func(pc *prescient.Config) { pc.BatchSize = full.BatchSize }},
+		{"sweep.mode", nil, func(pc *prescient.Config) { pc.SweepMode = full.SweepMode }},
+		{"sweep.schedule", nil, func(pc *prescient.Config) { pc.SweepSchedule = full.SweepSchedule }},
+		{"history.retention", nil, func(pc *prescient.Config) { pc.HistoryRetention = full.HistoryRetention }},
+		{"history.prune_schedule", nil, func(pc *prescient.Config) { pc.PruneSchedule = full.PruneSchedule }},
+		{"shutdown_grace", nil, func(pc *prescient.Config) { pc.ShutdownGrace = full.ShutdownGrace }},
 	}
 	var errs []error
+	reported := make(map[string]bool)
 	bad := func(key string, err error) {
+		reported[key] = true
 		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: err})
 	}
+	// The zero values the engine would silently default are refused first:
+	// a file that says workers: 0 means something, and it is not "10". So is
+	// a -1 the engine would read as -1ns.
+	ints := []struct {
+		key  string
+		v    int
+		want string
+	}{
+		{"guards.max_checks", c.Guards.MaxChecks, "a positive number, or -1 for no limit"},
+		{"retry.max_failures", c.Retry.MaxFailures, "at least 1"},
+		{"workers", c.Workers, "at least 1"},
+		{"batch_size", c.BatchSize, "at least 1"},
+	}
+	for _, k := range ints {
+		if k.v == 0 {
+			bad(k.key, fmt.Errorf("must be %s, got 0", k.want))
+		}
+	}
+	durations := []durationRule{
+		{"slots.resolution", c.Slots.Resolution, false, false, "positive (such as 15m)"},
+		{"slots.offset", c.Slots.Offset, true, false, "0s, or positive and less than slots.resolution (such as 5m)"},
+		{"slots.cycle", c.Slots.Cycle, true, false, "a multiple of slots.resolution (such as 1h), or 0s for a single position"},
+		{"ownership.heartbeat", c.Ownership.Heartbeat, false, false, "positive (such as 5s)"},
+		{"ownership.server_timeout", c.Ownership.ServerTimeout, false, false, "positive and more than twice ownership.heartbeat (such as 30s)"},
+		{"guards.runtime", c.Guards.Runtime, false, false, "positive (such as 30s; it cannot be disabled)"},
+		{"guards.horizon", c.Guards.Horizon, false, true, "positive (such as 2160h), or -1 for no limit"},
+		{"retry.backoff_max", c.Retry.BackoffMax, false, false, "positive (such as 1h)"},
+		{"history.retention", c.History.Retention, false, true, "positive (such as 720h), or -1 to keep forever"},
+		{"shutdown_grace", c.ShutdownGrace, false, false, "positive (such as 30s)"},
+	}
+	for _, r := range durations {
+		switch {
+		case r.v == 0 && !r.zero:
+			bad(r.key, fmt.Errorf("must be %s, got 0s", r.want))
+		case r.v == -1 && !r.minusOne:
+			bad(r.key, fmt.Errorf("must be %s, got -1", r.want))
+		}
+	}
 	for _, kc := range checks {
+		if reported[kc.key] || slices.ContainsFunc(kc.uses, func(k string) bool { return reported[k] }) {
+			continue
+		}
 		pc := base
 		kc.apply(&pc)
 		if err := pc.Validate(); err != nil {
 			bad(kc.key, engineError{err})
-			if strings.HasPrefix(kc.key, "slots.") {
-				break // later keys would repeat a broken grid's error
-			}
 		}
-	}
-	// The zero values the engine would silently default are refused here:
-	// a file that says workers: 0 means something, and it is not "10".
-	for key, v := range map[string]int{"workers": c.Workers, "batch_size": c.BatchSize, "retry.max_failures": c.Retry.MaxFailures} {
-		if v == 0 {
-			bad(key, fmt.Errorf("must be at least 1, got 0"))
-		}
-	}
-	if c.Slots.Resolution == 0 {
-		bad("slots.resolution", fmt.Errorf("must be positive, got 0s"))
 	}
 	if c.Database.URL == "" {
 		// The embedded store serves the processes of one host.

@@ -26,10 +26,13 @@ func public(c *Config) Config {
 	return p
 }
 
-func noEnv(string) string { return "" }
+func noEnv(string) (string, bool) { return "", false }
 
-func envOf(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
 }
 
 func writeConfig(t *testing.T, body string) string {
@@ -245,6 +248,70 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestConfigRefusesDefaultingValues: a value the engine would silently read
+// as something else (0 as "the default", -1 as -1ns) is refused, with the key,
+// its line and what to write instead, once.
+func TestConfigRefusesDefaultingValues(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string // the error, after the file name
+	}{
+		// A zero the engine would silently replace by its default is refused,
+		// saying what to write instead.
+		{"zero max_failures", "retry:\n  max_failures: 0\n", ":2: retry.max_failures: must be at least 1, got 0"},
+		{"zero max_checks", "guards:\n  max_checks: 0\n", ":2: guards.max_checks: must be a positive number, or -1 for no limit, got 0"},
+		{"zero runtime", "guards:\n  runtime: 0s\n", ":2: guards.runtime: must be positive (such as 30s; it cannot be disabled), got 0s"},
+		{"zero horizon", "guards:\n  horizon: 0s\n", ":2: guards.horizon: must be positive (such as 2160h), or -1 for no limit, got 0s"},
+		{"zero retention", "history:\n  retention: 0s\n", ":2: history.retention: must be positive (such as 720h), or -1 to keep forever, got 0s"},
+		{"zero backoff_max", "retry:\n  backoff_max: 0s\n", ":2: retry.backoff_max: must be positive (such as 1h), got 0s"},
+		{"zero heartbeat", "ownership:\n  heartbeat: 0s\n", ":2: ownership.heartbeat: must be positive (such as 5s), got 0s"},
+		{"zero server_timeout", "ownership:\n  server_timeout: 0s\n", ":2: ownership.server_timeout: must be positive and more than twice ownership.heartbeat (such as 30s), got 0s"},
+		{"zero shutdown_grace", "\nshutdown_grace: 0s\n", ":2: shutdown_grace: must be positive (such as 30s), got 0s"},
+		// -1 where a key has no "no limit" is reported as -1, not -1ns.
+		{"-1 runtime", "guards:\n  runtime: -1\n", ":2: guards.runtime: must be positive (such as 30s; it cannot be disabled), got -1"},
+		{"-1 resolution", "slots:\n  resolution: -1\n", ":2: slots.resolution: must be positive (such as 15m), got -1"},
+		{"-1 offset", "slots:\n  offset: -1\n", ":2: slots.offset: must be 0s, or positive and less than slots.resolution (such as 5m), got -1"},
+		{"-1 cycle", "slots:\n  cycle: -1\n", ":2: slots.cycle: must be a multiple of slots.resolution (such as 1h), or 0s for a single position, got -1"},
+		{"-1 heartbeat", "ownership:\n  heartbeat: -1\n", ":2: ownership.heartbeat: must be positive (such as 5s), got -1"},
+		{"-1 server_timeout", "ownership:\n  server_timeout: -1\n", ":2: ownership.server_timeout: must be positive and more than twice ownership.heartbeat (such as 30s), got -1"},
+		{"-1 backoff_max", "retry: {backoff_max: -1}\n", ":1: retry.backoff_max: must be positive (such as 1h), got -1"},
+		{"-1 shutdown_grace", "shutdown_grace: -1\n", ":1: shutdown_grace: must be positive (such as 30s), got -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			cfg, err := loadConfig(path, noEnv)
+			if err != nil {
+				t.Fatalf("load\n%s: %v", tt.body, err)
+			}
+			err = cfg.Validate()
+			if err == nil {
+				t.Fatalf("validate\n%s: no error, want %q", tt.body, tt.want)
+			}
+			if got, want := err.Error(), path+tt.want; got != want {
+				t.Errorf("validate\n%s:\n got %s\nwant %s", tt.body, got, want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key == "" || ce.Line == 0 {
+				t.Errorf("error %#v is not a *ConfigError with a key and a line", err)
+			}
+		})
+	}
+	// The values that do mean something stay accepted.
+	cfg, err := loadConfig(writeConfig(t, `
+slots: {offset: 0s, cycle: 0s}
+guards: {max_checks: -1, horizon: -1}
+history: {retention: -1}
+`), noEnv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Errorf("0s offset and cycle, -1 max_checks, horizon and retention: %v", err)
+	}
+}
+
 func TestConfigEnv(t *testing.T) {
 	path := writeConfig(t, "server: ${HOST_ROLE}-1\ndatabase:\n  url: postgres://file@db/app\n  schema: $SCHEMA\n")
 	tests := []struct {
@@ -256,9 +323,9 @@ func TestConfigEnv(t *testing.T) {
 		wantSchema string
 	}{
 		{"expanded, no overrides", map[string]string{"HOST_ROLE": "web", "SCHEMA": "jobs"}, path, "web-1", "postgres://file@db/app", "jobs"},
-		{"overrides win over the file", map[string]string{"HOST_ROLE": "web", EnvDatabaseURL: "postgres://env@db/app", EnvServer: "worker-9"}, path, "worker-9", "postgres://env@db/app", ""},
+		{"set to empty", map[string]string{"HOST_ROLE": "", "SCHEMA": ""}, path, "-1", "postgres://file@db/app", ""},
+		{"overrides win over the file", map[string]string{"HOST_ROLE": "web", "SCHEMA": "", EnvDatabaseURL: "postgres://env@db/app", EnvServer: "worker-9"}, path, "worker-9", "postgres://env@db/app", ""},
 		{"overrides without a file", map[string]string{EnvDatabaseURL: "postgres://env@db/app", EnvServer: "solo"}, "", "solo", "postgres://env@db/app", ""},
-		{"unset variable expands to empty", map[string]string{}, path, "-1", "postgres://file@db/app", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -269,6 +336,89 @@ func TestConfigEnv(t *testing.T) {
 			if cfg.Server != tt.wantServer || cfg.Database.URL != tt.wantURL || cfg.Database.Schema != tt.wantSchema {
 				t.Errorf("got server %q url %q schema %q; want %q %q %q",
 					cfg.Server, cfg.Database.URL, cfg.Database.Schema, tt.wantServer, tt.wantURL, tt.wantSchema)
+			}
+		})
+	}
+}
+
+// TestConfigEnvExpansion covers the syntax: ${NAME}, $NAME, $$ for a literal
+// $, values inserted once (never expanded again), and comments left alone.
+func TestConfigEnvExpansion(t *testing.T) {
+	env := envOf(map[string]string{"DATABASE_URL": "postgres://app@db/app", "HOST": "web", "N": "4", "DOLLAR": "a$HOST", "EMPTY": ""})
+	tests := []struct {
+		name                string
+		body                string
+		wantURL, wantServer string
+		wantWorkers         int
+	}{
+		{"braces", "database:\n  url: ${DATABASE_URL}\n", "postgres://app@db/app", "", 10},
+		{"bare name", "server: $HOST-1\nworkers: $N\n", "", "web-1", 4},
+		{"bare name ends at a non-name byte", "server: $HOST.x\n", "", "web.x", 10},
+		{"in a flow mapping", "database: {url: ${DATABASE_URL}}\nserver: \"${HOST}\"\n", "postgres://app@db/app", "web", 10},
+		{"$$ is a literal $", "database:\n  url: postgres://app:pa$$w0rd@db/app\n", "postgres://app:pa$w0rd@db/app", "", 10},
+		{"$$ before a name", "server: $$HOST\n", "", "$HOST", 10},
+		{"$$ then a reference", "server: $$$HOST\n", "", "$web", 10},
+		{"a value is not expanded again", "server: ${DOLLAR}\n", "", "a$HOST", 10},
+		{"set to empty", "server: x${EMPTY}y\n", "", "xy", 10},
+		{"comments are not expanded", "# ${NOT_SET}, $ALSO_NOT_SET, a lone $ and ${\nworkers: 3 # costs 5$ a month, see ${NOPE}\n", "", "", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig(writeConfig(t, tt.body), env)
+			if err != nil {
+				t.Fatalf("load\n%s: %v", tt.body, err)
+			}
+			if cfg.Database.URL != tt.wantURL || cfg.Server != tt.wantServer || cfg.Workers != tt.wantWorkers {
+				t.Errorf("load\n%s: got url %q server %q workers %d; want %q %q %d",
+					tt.body, cfg.Database.URL, cfg.Server, cfg.Workers, tt.wantURL, tt.wantServer, tt.wantWorkers)
+			}
+		})
+	}
+}
+
+// TestConfigEnvErrors: a variable that is not set is an error naming it and
+// its line, never an empty value; so is a $ that starts no reference.
+func TestConfigEnvErrors(t *testing.T) {
+	env := envOf(map[string]string{"HOST": "web"})
+	tests := []struct {
+		name string
+		body string
+		// want are the errors, after the file name.
+		want []string
+	}{
+		{"unset, braces", "server: $HOST\ndatabase:\n  url: ${DATABASE_URL}\n", []string{":3: ${DATABASE_URL} is not set"}},
+		{"unset, bare", "workers: 3\nserver: $ROLE-1\n", []string{":2: $ROLE is not set"}},
+		{"every unset variable", "server: ${A}\ndatabase:\n  url: x${B}y$C\n", []string{":1: ${A} is not set", ":3: ${B} is not set", ":3: $C is not set"}},
+		{"unset in a key", "ownership:\n  static:\n    ${SERVER}: [0, 1, 2, 3]\n", []string{":3: ${SERVER} is not set"}},
+		{"a lone $", "database:\n  url: postgres://app:pa$-x@db/app\n", []string{":2: a $ that starts no variable: write $$ for a literal $"}},
+		{"a $ before a digit", "server: a$1\n", []string{":1: a $ that starts no variable"}},
+		{"$ at the end", "server: 'a$'\n", []string{":1: a $ that starts no variable"}},
+		{"${ unclosed", "server: ${HOST\n", []string{":1: ${ has no closing }"}},
+		{"${} empty", "server: ${}\n", []string{":1: ${} is not a variable reference"}},
+		{"${ bad name }", "server: ${HOST-1}\n", []string{":1: ${HOST-1} is not a variable reference"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			_, err := loadConfig(path, env)
+			if err == nil {
+				t.Fatalf("load\n%s: no error, want %q", tt.body, tt.want)
+			}
+			msgs := strings.Split(err.Error(), "\n")
+			if len(msgs) != len(tt.want) {
+				t.Errorf("load\n%s: %d errors, want %d:\n%v", tt.body, len(msgs), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if i < len(msgs) && !strings.HasPrefix(msgs[i], path+w) {
+					t.Errorf("error %d is %q, want it to start with %q", i, msgs[i], path+w)
+				}
+			}
+			if strings.Contains(err.Error(), "pa$-x") {
+				t.Errorf("error %q echoes the value, which may be a secret", err)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Errorf("error %T is not a *ConfigError", err)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
 )
 
 // scheduleOpts are the arguments and flags of `prescient schedule`.
@@ -188,7 +189,7 @@ events comes from the check catalog, recorded by every server at start-up
 				return err
 			}
 			defer closeFn()
-			if err := c.SyncCatalog(cmd.Context()); err != nil {
+			if err := addMissingCatalog(cmd.Context(), c.Store(), e.opts.Checks); err != nil {
 				return err
 			}
 			n, err := c.Resolve(cmd.Context(), o.entity, o.key, o.event)
@@ -199,4 +200,29 @@ events comes from the check catalog, recorded by every server at start-up
 			return nil
 		},
 	}
+}
+
+// addMissingCatalog records the catalog entries of this binary's checks that
+// the store does not have yet, so that resolve works on a database no server
+// or migrate has seen, without overwriting what the servers that run those
+// checks recorded (their Awaits are the ones that count).
+func addMissingCatalog(ctx context.Context, st prescient.Store, reg *checks.Registry) error {
+	have, err := st.CatalogList(ctx)
+	if err != nil {
+		return err
+	}
+	known := make(map[string]bool, len(have))
+	for _, e := range have {
+		known[e.Check] = true
+	}
+	var missing []prescient.CatalogEntry
+	for _, c := range reg.All() {
+		if !known[c.Name] {
+			missing = append(missing, prescient.CatalogEntry{Check: c.Name, Awaits: c.Opts.Awaits})
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return st.CatalogSave(ctx, missing)
 }

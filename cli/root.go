@@ -31,8 +31,9 @@ type Opts struct {
 	// time.Now. Simulations and fault tests set it (a skewed clock, say).
 	Now func() time.Time
 
-	// getenv reads the environment (tests replace it). Nil means os.Getenv.
-	getenv func(string) string
+	// lookupEnv reads the environment (tests replace it). Nil means
+	// os.LookupEnv.
+	lookupEnv func(string) (string, bool)
 }
 
 func (o *Opts) withDefaults() *Opts {
@@ -49,8 +50,8 @@ func (o *Opts) withDefaults() *Opts {
 	if c.Err == nil {
 		c.Err = os.Stderr
 	}
-	if c.getenv == nil {
-		c.getenv = os.Getenv
+	if c.lookupEnv == nil {
+		c.lookupEnv = os.LookupEnv
 	}
 	return &c
 }
@@ -101,7 +102,7 @@ PRESCIENT_SERVER override database.url and server.`,
 
 // config loads and validates the configuration named by --config.
 func (e *env) config() (*Config, error) {
-	cfg, err := loadConfig(e.configPath, e.opts.getenv)
+	cfg, err := loadConfig(e.configPath, e.opts.lookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,11 @@ func (e *env) logger(cfg *Config) *slog.Logger {
 // and is migrated here, so that a first run needs no set-up.
 func openStore(ctx context.Context, cfg *Config) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
-		st, err := sqlite.Open(ctx, cfg.Database.Path, nil)
+		// A write waits for the database's write lock, which a running
+		// check holds (SQLite runs checks one batch at a time): let it wait
+		// longer than a check may run.
+		busy := max(sqlite.BusyTimeoutDefault, time.Duration(cfg.Guards.Runtime)+5*time.Second)
+		st, err := sqlite.Open(ctx, cfg.Database.Path, &sqlite.Opts{BusyTimeout: busy})
 		if err != nil {
 			return nil, fmt.Errorf("database.path: %w", err)
 		}

@@ -35,7 +35,7 @@ non-zero. It needs no database.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			cfg, err := loadConfig(e.configPath, e.opts.getenv)
+			cfg, err := loadConfig(e.configPath, e.opts.lookupEnv)
 			if err != nil {
 				return err
 			}

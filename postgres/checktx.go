@@ -56,8 +56,11 @@ func (a *checkTx) acquire(ctx context.Context) (context.Context, context.CancelF
 
 // close cancels the calls in flight, waits for them to return, closes a
 // result set left open, and makes every later call fail. A call cancelled
-// this way breaks the connection, and with it the transaction: JobsProcess
-// then applies the decisions in a fresh one.
+// this way has its statement cancelled on the server (Open installs
+// pgconn.CancelRequestContextWatcherHandler): the connection survives but the
+// transaction is aborted, so kept writes fail to settle and the jobs stay
+// due, while discarded ones roll back to the savepoint. Only a pool passed to
+// New with pgx's default closes the connection instead.
 func (a *checkTx) close() {
 	a.end()
 	a.mu.Lock()

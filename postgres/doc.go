@@ -13,5 +13,8 @@
 // database's clock for anything the engine decides on: "now" is always a
 // parameter. Only the SQL functions installed by the migrations
 // (prescient_schedule, prescient_cancel, prescient_resolve), meant for
-// applications written in other languages, use now().
+// applications written in other languages, read the database's clock:
+// prescient_schedule reads statement_timestamp(), the start of the calling
+// statement, so that a long transaction cannot schedule into a slot that has
+// begun; the others write now() as the time a job finished.
 package postgres

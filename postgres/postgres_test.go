@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -597,5 +598,144 @@ func TestSQLScheduleRefusesNonFiniteTimes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "must be a finite time") {
 			t.Errorf("prescient_schedule at %s: %v, want an error saying it must be a finite time", at, err)
 		}
+	}
+}
+
+// The SQL functions refuse the keys the Go client refuses, with its message,
+// and a NULL key like an empty one (it would otherwise match nothing and
+// return 0 as if all were well).
+func TestSQLValidatesKeys(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	if err := s.GridSave(ctx, slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "test", Grid: slots.Grid{Resolution: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) *string { return &s }
+	keys := []*string{
+		nil, str(""), str("k"),
+		str(strings.Repeat("k", prescient.KeyMax)), str(strings.Repeat("k", prescient.KeyMax+1)),
+		// 170 and 171 characters of 3 bytes: the limit is in bytes.
+		str(strings.Repeat("€", prescient.KeyMax/3)), str(strings.Repeat("€", prescient.KeyMax/3+1)),
+	}
+	for _, key := range keys {
+		// What the Go client says about this key; NULL is "got NULL".
+		want := fmt.Sprintf("entity order: key must be 1 to %d bytes, got NULL", prescient.KeyMax)
+		if key != nil {
+			want = ""
+			if _, err := c.Cancel(ctx, "order", *key, ""); err != nil {
+				want = strings.TrimPrefix(err.Error(), "prescient: cancel: ")
+			}
+		}
+		for _, sql := range []string{
+			`SELECT prescient_schedule('order', $1, 'unshipped', '2031-03-04T05:00:00Z')`,
+			`SELECT prescient_cancel('order', $1)`,
+			`SELECT prescient_cancel('order', $1, 'unshipped')`,
+			`SELECT prescient_resolve('order', $1, 'paid')`,
+		} {
+			_, err := s.Pool().Exec(ctx, sql, key)
+			name := "NULL"
+			if key != nil {
+				name = fmt.Sprintf("a key of %d bytes", len(*key))
+			}
+			if want == "" {
+				if err != nil {
+					t.Errorf("%s with %s: %v, want success as the Go client allows it", sql, name, err)
+				}
+				continue
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+				t.Errorf("%s with %s: %v, want SQLSTATE 22023", sql, name, err)
+				continue
+			}
+			if pgErr.Message != want {
+				t.Errorf("%s with %s:\n got %s\nwant %s", sql, name, pgErr.Message, want)
+			}
+		}
+	}
+}
+
+// prescient_schedule refuses the payloads the Go client refuses, with its
+// message.
+func TestSQLSchedulePayloadLimit(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	if err := s.GridSave(ctx, slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "test", Grid: slots.Grid{Resolution: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+	// A JSON string prints the same from jsonb as it was sent.
+	for _, size := range []int{prescient.PayloadMax, prescient.PayloadMax + 1} {
+		payload := `"` + strings.Repeat("x", size-2) + `"`
+		var want string
+		if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "go", Check: "unshipped", At: at, Payload: json.RawMessage(payload)}); err != nil {
+			want = strings.TrimPrefix(err.Error(), "prescient: schedule: ")
+		}
+		_, err := s.Pool().Exec(ctx, `SELECT prescient_schedule('order', 'sql', 'unshipped', $1, $2::jsonb)`, at, payload)
+		if want == "" {
+			if err != nil {
+				t.Errorf("payload of %d bytes: %v, want success as the Go client allows it", size, err)
+			}
+			continue
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+			t.Errorf("payload of %d bytes: %v, want SQLSTATE 22023", size, err)
+			continue
+		}
+		if want = strings.Replace(want, "order/go/", "order/sql/", 1); pgErr.Message != want {
+			t.Errorf("payload of %d bytes:\n got %s\nwant %s", size, pgErr.Message, want)
+		}
+	}
+}
+
+// prescient_schedule reads "now" at the start of the calling statement, not
+// of its transaction: in a transaction that began slots ago, a time that has
+// passed lands in the first slot after the statement, never in one already
+// under way (and perhaps fired).
+func TestSQLScheduleUsesStatementTime(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	g := slots.Grid{Resolution: 10 * time.Millisecond}
+	if err := s.GridSave(ctx, g); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	// The server's clock passes slot boundaries while the transaction is open.
+	if _, err := tx.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil {
+		t.Fatal(err)
+	}
+	var got, stmt, txStart time.Time
+	if err := tx.QueryRow(ctx, `SELECT prescient_schedule('order', '1', 'unshipped', now()), statement_timestamp(), now()`).Scan(&got, &stmt, &txStart); err != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	if stmt.Sub(txStart) < 2*g.Resolution {
+		t.Fatalf("the statement began %s after its transaction, want at least two slots", stmt.Sub(txStart))
+	}
+	if want := g.Next(stmt); !got.Equal(want) {
+		t.Errorf("scheduled at the transaction's start %s, statement at %s: got slot %s, want %s",
+			txStart.Format(time.RFC3339Nano), stmt.Format(time.RFC3339Nano), got.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+	}
+	var created, updated time.Time
+	if err := tx.QueryRow(ctx, `SELECT created_at, updated_at FROM prescient_jobs WHERE entity_key = '1'`).Scan(&created, &updated); err != nil {
+		t.Fatal(err)
+	}
+	if !created.Equal(stmt) || !updated.Equal(stmt) {
+		t.Errorf("created_at %s, updated_at %s; want both the statement's time %s", created, updated, stmt)
 	}
 }

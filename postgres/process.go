@@ -117,7 +117,13 @@ func claimJobs(ctx context.Context, tx pgx.Tx, p *prescient.JobsProcessParams) (
 
 // runChecks hands the jobs to fn with a checks.Tx over the savepoint sp, and
 // closes it when fn returns or panics, so that no check can use the
-// transaction afterwards.
+// transaction afterwards. Closing it cancels the checks' statements still
+// running. On a Store from Open, which installs cancellation on the server
+// (pgconn.CancelRequestContextWatcherHandler), that cancels the statement and
+// the connection survives: the transaction is aborted, so kept writes fail to
+// settle (the jobs stay due) and discarded ones roll back to the savepoint,
+// which revives it. Only a pool passed to New with pgx's default handler
+// closes the connection instead, and the transaction with it.
 func runChecks(ctx context.Context, sp pgx.Tx, jobs []*checks.Job, fn prescient.ProcessFunc) *prescient.ProcessResult {
 	ct := newCheckTx(sp)
 	defer ct.close()

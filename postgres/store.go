@@ -42,11 +42,13 @@ const cancelGrace = 5 * time.Second
 // string), checks that it answers, and returns a store that owns the pool:
 // Close closes it. It does not migrate; call Migrate.
 //
-// A cancelled context cancels the running query on the server (pgx's default
-// is to close the connection), so that a check stopped by its runtime guard
-// leaves its transaction usable and its rows unlocked at once rather than when
-// the server notices the lost connection. Pools handed to New should do the
-// same.
+// A cancelled context cancels the running statement on the server
+// (pgconn.CancelRequestContextWatcherHandler; pgx's default is to close the
+// connection), and the connection survives, so that a check stopped by its
+// runtime guard leaves its transaction usable and its rows unlocked at once
+// rather than when the server notices the lost connection. Pools handed to
+// New should do the same; one with pgx's default loses the connection, and
+// the batch's transaction, to a cancelled statement.
 func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	var o Opts
 	if opts != nil {

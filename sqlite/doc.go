@@ -16,12 +16,20 @@
 //
 // Writers are serialised. Where PostgreSQL claims rows with FOR UPDATE SKIP
 // LOCKED, this store holds the whole database's write lock for the length of
-// a JobsProcess call (the checks run inside it): a second processor, in this
-// process or another, waits for the first to commit and then finds the jobs
-// it took gone from the slot. Checks that run longer than the busy timeout
-// make other writers fail with a "database is locked" error, and a check must
-// not write through the store outside the transaction it is handed (that
-// write would wait for the lock its own batch holds, up to the busy timeout).
+// a JobsProcess call (the checks run inside it), so checks run one batch at a
+// time, whatever the engine's workers: a second processor waits for the
+// first to commit and then finds the jobs it took gone from the slot. A
+// processor in this process waits for as long as its context lasts (the
+// engine bounds each batch by guards.runtime, and stops at shutdown); one in
+// another process waits up to Opts.BusyTimeout.
+//
+// Every other writer waits at most Opts.BusyTimeout and then fails with
+// "database is locked": an application's Schedule, Cancel or Resolve (or a
+// transaction begun on DB()) may wait that long behind a running check. So
+// keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout.
+// A check must not write through the store outside the transaction it is
+// handed: that write would wait for the lock its own batch holds, up to the
+// busy timeout, and fail.
 //
 // # Transactions
 //

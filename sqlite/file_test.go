@@ -383,3 +383,100 @@ func TestNotMigrated(t *testing.T) {
 		t.Fatalf("JobGet before Migrate = %v, want ErrNotMigrated", err)
 	}
 }
+
+// TestProcessWaitsForTheWriteLockUntilItsContextEnds runs more concurrent
+// JobsProcess calls than fit in the busy timeout, as the engine's workers do
+// on a slot of slow checks: each waits for the write lock for as long as its
+// context lasts, so all succeed, one batch at a time.
+func TestProcessWaitsForTheWriteLockUntilItsContextEnds(t *testing.T) {
+	const busy = 200 * time.Millisecond
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "busy.db"), &sqlite.Opts{BusyTimeout: busy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	// 5 checks of 100ms each hold the lock for 500ms in all, well past the
+	// busy timeout.
+	ids := scheduleN(t, s, 5)
+	const check = 100 * time.Millisecond
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		running int
+	)
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			_, errs[i] = s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: []int64{id}, Slot: slot1, Now: slot1, Server: "srv"},
+				func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+					mu.Lock()
+					running++
+					if running > 1 {
+						t.Errorf("%d batches ran at once, want 1", running)
+					}
+					mu.Unlock()
+					time.Sleep(check) // a slow check, not a synchronisation
+					mu.Lock()
+					running--
+					mu.Unlock()
+					return &prescient.ProcessResult{Decisions: []prescient.Decision{{Outcome: history.Done, Checked: true}}}
+				})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("process job %d: %v", ids[i], err)
+		}
+	}
+	var done int
+	if err := s.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM prescient_history WHERE outcome = 'done'`).Scan(&done); err != nil {
+		t.Fatal(err)
+	}
+	if done != len(ids) {
+		t.Errorf("%d jobs done, want %d", done, len(ids))
+	}
+}
+
+// TestWriteBehindACheckGivesUpAfterTheBusyTimeout: while a check holds the
+// write lock, another writer of the process (an application's Schedule)
+// still fails after the busy timeout rather than hang, and a processor whose
+// context ends stops waiting.
+func TestWriteBehindACheckGivesUpAfterTheBusyTimeout(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "busy.db"), &sqlite.Opts{BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	ids := scheduleN(t, s, 2)
+	process := func(ctx context.Context, id int64, fn prescient.ProcessFunc) error {
+		_, err := s.JobsProcess(ctx, &prescient.JobsProcessParams{IDs: []int64{id}, Slot: slot1, Now: slot1, Server: "srv"}, fn)
+		return err
+	}
+	var scheduleErr, waitErr error
+	err = process(t.Context(), ids[0], func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
+		_, scheduleErr = s.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "new", Check: "unshipped", At: slot1, Now: slot1}})
+		short, cancel := context.WithCancel(t.Context())
+		cancel()
+		waitErr = process(short, ids[1], func(context.Context, checks.Tx, []*checks.Job) *prescient.ProcessResult {
+			t.Error("a second batch ran while the first held the lock")
+			return nil
+		})
+		return &prescient.ProcessResult{Decisions: []prescient.Decision{{Outcome: history.Done, Checked: true}}}
+	})
+	if err != nil {
+		t.Fatalf("process: %v", err)
+	}
+	if scheduleErr == nil || !strings.Contains(scheduleErr.Error(), "database is locked") {
+		t.Errorf("schedule behind a running check: %v, want database is locked", scheduleErr)
+	}
+	if !errors.Is(waitErr, context.Canceled) {
+		t.Errorf("process with an ended context behind a running check: %v, want context.Canceled", waitErr)
+	}
+}

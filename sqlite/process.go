@@ -20,28 +20,33 @@ import (
 const savepoint = "prescient_checks"
 
 // JobsProcess claims the jobs inside one IMMEDIATE transaction, which holds
-// the database's write lock until it ends: a concurrent processor (in this
-// process or another on the same file) waits for it, up to the busy timeout,
-// and then finds the jobs it took no longer due in the slot. fn runs in a
-// savepoint through a checks.Tx that fn's checks may share between
-// goroutines, and the decisions are applied with at most three statements
-// whatever the number of jobs. A result that is nil, holds the wrong number of
-// decisions or names an unknown outcome is an error, and nothing is applied:
-// the jobs stay due in the slot.
+// the database's write lock until it ends: a concurrent processor waits for
+// it and then finds the jobs it took no longer due in the slot. In this
+// process it waits for as long as its ctx lasts, not the busy timeout: the
+// engine runs up to Workers calls at once, each holding the lock for its
+// checks, and bounds them by the runtime guard and its shutdown. A processor
+// in another process waits up to the busy timeout. fn runs in a savepoint
+// through a checks.Tx that fn's checks may share between goroutines, and the
+// decisions are applied with at most three statements whatever the number of
+// jobs. A result that is nil, holds the wrong number of decisions or names an
+// unknown outcome is an error, and nothing is applied: the jobs stay due in
+// the slot.
 //
 // A rollback hook on the connection tells when SQLite itself rolled the
 // transaction back under fn (an interrupted write, say); the checks' later
 // statements then fail rather than run outside any transaction. When
-// settling the savepoint, applying or committing fails, it rolls back and
-// applies the decisions in a fresh transaction to the jobs that are still due
-// in p.Slot. The checks' writes are lost with the first transaction in that
-// case, even when fn asked to keep them.
+// settling the savepoint, applying or committing fails, the checks' writes
+// are lost with the transaction. If fn asked to keep them, nothing is
+// applied and JobsProcess returns an error: recording the decisions would
+// claim effects that never committed, so the jobs stay due and run again. If
+// fn discarded them, the decisions hold without them and are applied in a
+// fresh transaction to the jobs still due in p.Slot (see reapply).
 func (s *Store) JobsProcess(ctx context.Context, p *prescient.JobsProcessParams, fn prescient.ProcessFunc) (int, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
 	slot := p.Slot.Format(time.RFC3339)
-	unlock, err := s.lockWrite(ctx)
+	unlock, err := s.lockWrite(ctx, 0)
 	if err != nil {
 		return 0, fmt.Errorf("process slot %s: %w", slot, err)
 	}

@@ -28,7 +28,10 @@ type Opts struct {
 	// BusyTimeout is how long a statement or transaction waits for the write
 	// lock held by another connection or process before it fails with
 	// "database is locked". 0 means BusyTimeoutDefault; it is rounded down to
-	// milliseconds and must not be negative.
+	// milliseconds and must not be negative. JobsProcess is the exception: it
+	// waits for the other writes of this Store for as long as its context
+	// lasts. Keep it above guards.runtime, which bounds how long a check holds
+	// the lock (see the package documentation).
 	BusyTimeout time.Duration
 }
 
@@ -43,7 +46,7 @@ type Store struct {
 	// that they queue in Go rather than poll SQLite's busy handler against
 	// each other; other processes still meet SQLite's lock. A buffered
 	// channel, so that waiting can give up with the context or the busy
-	// timeout.
+	// timeout (JobsProcess waits for as long as its context lasts).
 	wlock chan struct{}
 }
 
@@ -117,23 +120,28 @@ func (s *Store) Path() string { return s.path }
 // Close closes the store's connections.
 func (s *Store) Close() { s.db.Close() }
 
-// lockWrite takes the in-process write lock, waiting at most the busy timeout
-// (SQLite's own wait would give up then too), and returns its release.
-func (s *Store) lockWrite(ctx context.Context) (func(), error) {
+// lockWrite takes the in-process write lock, waiting at most limit (the busy
+// timeout: SQLite's own wait would give up then too), or as long as ctx
+// lasts when limit is 0, and returns its release.
+func (s *Store) lockWrite(ctx context.Context, limit time.Duration) (func(), error) {
 	select {
 	case s.wlock <- struct{}{}:
 		return func() { <-s.wlock }, nil
 	default:
 	}
-	t := time.NewTimer(s.busy)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if limit > 0 {
+		t := time.NewTimer(limit)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case s.wlock <- struct{}{}:
 		return func() { <-s.wlock }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-t.C:
-		return nil, fmt.Errorf("sqlite: database is locked: waited %s for another write of this process", s.busy)
+	case <-expired:
+		return nil, fmt.Errorf("sqlite: database is locked: waited %s for another write of this process", limit)
 	}
 }
 
@@ -141,7 +149,7 @@ func (s *Store) lockWrite(ctx context.Context) (func(), error) {
 // The returned function rolls back (a no-op after a commit) and releases the
 // lock.
 func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
-	unlock, err := s.lockWrite(ctx)
+	unlock, err := s.lockWrite(ctx, s.busy)
 	if err != nil {
 		return nil, nil, err
 	}

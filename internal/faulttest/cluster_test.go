@@ -158,7 +158,9 @@ func (c *cluster) start(name string, env ...string) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "--config", c.config, "run")
-	cmd.Env = append(os.Environ(), "PRESCIENT_DATABASE_URL="+c.url, "PRESCIENT_SERVER="+name)
+	// FAULT_HTTP_LISTEN empty (no health endpoints) unless env sets it: the
+	// configuration refuses a variable that is not set.
+	cmd.Env = append(os.Environ(), "PRESCIENT_DATABASE_URL="+c.url, "PRESCIENT_SERVER="+name, "FAULT_HTTP_LISTEN=")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -259,6 +261,35 @@ func (c *cluster) schedule(n, spread, escalateEvery, workMS int, first time.Time
 		flush()
 	}
 	return w
+}
+
+// scheduleMore schedules n more jobs with keys prefix-0.., all in the slot of
+// at, each check taking workMS, and returns n.
+func (c *cluster) scheduleMore(prefix string, n, workMS int, at time.Time) int {
+	c.t.Helper()
+	payload, _ := json.Marshal(map[string]any{"work_ms": workMS})
+	ps := make([]prescient.ScheduleParams, n)
+	for i := range ps {
+		ps[i] = prescient.ScheduleParams{Entity: "order", Key: fmt.Sprintf("%s-%d", prefix, i), Check: "fault", At: at, Payload: json.RawMessage(payload)}
+	}
+	if _, err := c.client.ScheduleMany(context.Background(), ps); err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// waitLog polls server name's log (an external process's output) until it
+// contains s.
+func (c *cluster) waitLog(name, s string) {
+	c.t.Helper()
+	end := time.Now().Add(30 * time.Second)
+	for time.Now().Before(end) {
+		if b, _ := os.ReadFile(filepath.Join(c.dir, name+".log")); strings.Contains(string(b), s) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("%q not in %s's log within 30s\n%s", s, name, c.logTail(name))
 }
 
 func maxTime(a, b time.Time) time.Time {

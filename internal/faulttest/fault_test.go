@@ -61,6 +61,11 @@ func TestTakeover(t *testing.T) {
 	ready(t, c.store.Pool(), 3)
 	w := c.schedule(size(3000, 20000), size(15, 40), 10, 0, time.Now().Add(2*time.Second))
 	time.Sleep(3 * time.Second) // let a few slots fire with all three
+	var cPositions []int32
+	if err := c.store.Pool().QueryRow(context.Background(), "SELECT positions FROM prescient_servers WHERE name = 'c'").Scan(&cPositions); err != nil || len(cPositions) == 0 {
+		t.Fatalf("c's positions before it died: %v, %v", cPositions, err)
+	}
+	killed := time.Now()
 	c.kill("c")
 	f := c.waitSettled(w, 2*time.Minute)
 	c.check(f)
@@ -85,19 +90,24 @@ func TestTakeover(t *testing.T) {
 		"SELECT count(*) FILTER (WHERE server = 'c'), count(*) FROM fault_alerts").Scan(&byC, &afterKill); err != nil {
 		t.Fatal(err)
 	}
-	// With the scheduled sweep off, only the takeover can have fired c's
-	// slots after it died: a or b, late, catching up from the ledger or
-	// sweeping at once when they took c's positions over.
-	var caughtUp, caughtJobs int
+	// With the scheduled sweep off, only the takeover can have fired the
+	// slots of c's positions after it died: a or b, on time if they took the
+	// positions over before the slot came, late (catch-up from the ledger,
+	// or the sweep on takeover) if not. The grid is 1s with a 6s cycle, so a
+	// slot's position is its Unix second mod 6.
+	var taken, takenJobs int
 	var worstLag time.Duration
 	if err := c.store.Pool().QueryRow(context.Background(), `SELECT count(*), coalesce(sum(checked), 0), coalesce(max(started_at - slot), '0')
-		FROM prescient_slots WHERE kind IN ('catchup', 'sweep') AND checked > 0 AND server <> 'c'`).Scan(&caughtUp, &caughtJobs, &worstLag); err != nil {
+		FROM prescient_slots
+		WHERE checked > 0 AND server <> 'c' AND slot > $1 AND (extract(epoch FROM slot)::bigint % 6)::int = ANY($2)`,
+		killed, cPositions).Scan(&taken, &takenJobs, &worstLag); err != nil {
 		t.Fatal(err)
 	}
-	if caughtUp == 0 {
-		t.Fatal("no slot was caught up after the takeover: c's positions did not move")
+	if taken == 0 {
+		t.Fatalf("no slot of c's positions %v was fired by a or b after c died: its positions did not move", cPositions)
 	}
-	t.Logf("takeover: %d of c's slots (%d checks) caught up by a and b, up to %s late", caughtUp, caughtJobs, worstLag.Round(time.Millisecond))
+	t.Logf("takeover: %d slots of c's positions %v (%d checks) fired by a and b after it died, up to %s after their slot",
+		taken, cPositions, takenJobs, worstLag.Round(time.Millisecond))
 	t.Logf("takeover: %v; c fired %d of %d alerts before it died", f, byC, afterKill)
 }
 
@@ -203,10 +213,18 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("the slot finished before SIGTERM (%d of %d): the test proved nothing", done, w.jobs)
 	}
 
-	// Restart, then stop it hard: SIGTERM and at once a second signal.
+	// Restart with slow checks in flight, then stop it hard: SIGTERM and,
+	// once the server has taken it (Linux does not queue a second identical
+	// signal that arrives before the first is handled), a second one.
 	c.start("a")
-	waitUntil(t, c, "SELECT count(*) > "+itoa(done)+" FROM fault_alerts")
+	slowAt := time.Now().Add(time.Second)
+	slow := c.scheduleMore("slow", 16, 4000, slowAt)
+	w.jobs += slow
+	// The slow slot has started and not finished: its checks are in flight.
+	waitUntil(t, c, fmt.Sprintf("SELECT count(*) > 0 FROM prescient_slots WHERE server = 'a' AND finished_at IS NULL AND slot = '%s'",
+		c.grid.Ceil(slowAt).Format(time.RFC3339Nano)))
 	_ = c.proc("a").cmd.Process.Signal(syscall.SIGTERM)
+	c.waitLog("a", "received terminated")
 	if code, _ := c.signal("a", syscall.SIGTERM, 5*time.Second); code != 130 {
 		t.Fatalf("second signal: exit code %d, want 130 (exit at once)\n%s", code, c.logTail("a"))
 	}

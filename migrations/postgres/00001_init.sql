@@ -115,12 +115,35 @@ END
 $$;
 -- +goose StatementEnd
 
+-- prescient_validate_key raises invalid_parameter_value unless p_key may be
+-- the key of an entity, with the limit and message of the Go client
+-- (prescient.KeyMax bytes).
+-- +goose StatementBegin
+CREATE FUNCTION prescient_validate_key(p_entity text, p_key text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF p_key IS NULL OR p_key = '' OR octet_length(p_key) > 512 THEN
+        RAISE EXCEPTION 'entity %: key must be 1 to 512 bytes, got %',
+            p_entity, coalesce(octet_length(p_key)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- prescient_schedule schedules a check of an entity at p_at rounded up to the
 -- slot grid saved by the engine (a time on a boundary stays), in the caller's
--- transaction. When the job is already pending, p_on_conflict decides:
+-- transaction. A time whose slot has begun by the start of the calling
+-- statement (statement_timestamp(), not the transaction's now(), so that a
+-- long transaction cannot schedule into a slot already fired) lands in the
+-- next slot. When the job is already pending, p_on_conflict decides:
 -- 'replace' moves its next check, replaces its payload when p_payload is not
 -- NULL and clears its failures; 'keep' leaves it untouched. It returns the
--- job's next check time after the call.
+-- job's next check time after the call. The key is at most 512 bytes and the
+-- payload at most 65536 bytes of JSON text, as in the Go client; the payload
+-- is measured as PostgreSQL prints the jsonb (with a space after each ':' and
+-- ','), which may be longer than the text the caller sent.
 -- +goose StatementBegin
 CREATE FUNCTION prescient_schedule(
     p_entity text,
@@ -139,13 +162,12 @@ DECLARE
     v_us   numeric;
     v_slot timestamptz;
     v_next timestamptz;
+    v_now  timestamptz := statement_timestamp();
+    v_size int;
 BEGIN
     PERFORM prescient_validate_name('entity', p_entity);
+    PERFORM prescient_validate_key(p_entity, p_key);
     PERFORM prescient_validate_name('check', p_check);
-    IF p_key IS NULL OR p_key = '' THEN
-        RAISE EXCEPTION 'prescient_schedule: the entity key must not be empty'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     IF p_at IS NULL OR NOT isfinite(p_at) THEN
         RAISE EXCEPTION 'prescient_schedule: the check time must be a finite time, got %', coalesce(p_at::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -153,6 +175,11 @@ BEGIN
     IF p_on_conflict IS NULL OR p_on_conflict NOT IN ('replace', 'keep') THEN
         RAISE EXCEPTION 'prescient_schedule: invalid conflict rule %: use ''replace'' or ''keep''',
             coalesce(to_json(p_on_conflict)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_size := octet_length(p_payload::text);
+    IF v_size > 65536 THEN
+        RAISE EXCEPTION '%/%/%: payload is % bytes, more than the 65536 allowed', p_entity, p_key, p_check, v_size
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -168,14 +195,14 @@ BEGIN
     v_slot := p_at + ((v_off + ceil((v_us - v_off) / v_res) * v_res) - v_us)::float8 * interval '1 microsecond';
     -- A time that is not after now lands in the first slot after now, as in
     -- the Go client: a slot that has begun may already have been fired.
-    IF v_slot <= now() THEN
-        v_us := extract(epoch FROM now()) * 1000000;
-        v_slot := now() + ((v_off + (floor((v_us - v_off) / v_res) + 1) * v_res) - v_us)::float8 * interval '1 microsecond';
+    IF v_slot <= v_now THEN
+        v_us := extract(epoch FROM v_now) * 1000000;
+        v_slot := v_now + ((v_off + (floor((v_us - v_off) / v_res) + 1) * v_res) - v_us)::float8 * interval '1 microsecond';
     END IF;
 
     INSERT INTO prescient_jobs AS j
         (entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
-    VALUES (p_entity, p_key, p_check, v_slot, v_slot, p_payload, now(), now())
+    VALUES (p_entity, p_key, p_check, v_slot, v_slot, p_payload, v_now, v_now)
     ON CONFLICT (entity, entity_key, check_name) DO UPDATE
         SET next_check_at = excluded.next_check_at,
             payload = coalesce(excluded.payload, j.payload),
@@ -197,7 +224,8 @@ $$;
 
 -- prescient_cancel moves the entity's pending job of check p_check (every
 -- check of the entity when p_check is NULL) to history as cancelled, in the
--- caller's transaction, and returns how many it moved (0 is not an error).
+-- caller's transaction, and returns how many it moved (0 is not an error; a
+-- NULL or empty key is).
 -- +goose StatementBegin
 CREATE FUNCTION prescient_cancel(p_entity text, p_key text, p_check text DEFAULT NULL) RETURNS int
 LANGUAGE plpgsql
@@ -207,6 +235,7 @@ DECLARE
     v_n int;
 BEGIN
     PERFORM prescient_validate_name('entity', p_entity);
+    PERFORM prescient_validate_key(p_entity, p_key);
     IF p_check IS NOT NULL THEN
         PERFORM prescient_validate_name('check', p_check);
     END IF;
@@ -231,7 +260,8 @@ $$;
 
 -- prescient_resolve moves to history as resolved every pending job of the
 -- entity whose check awaits p_event according to prescient_catalog, in the
--- caller's transaction, and returns how many it moved.
+-- caller's transaction, and returns how many it moved (0 is not an error; a
+-- NULL or empty key is).
 -- +goose StatementBegin
 CREATE FUNCTION prescient_resolve(p_entity text, p_key text, p_event text) RETURNS int
 LANGUAGE plpgsql
@@ -241,6 +271,7 @@ DECLARE
     v_n int;
 BEGIN
     PERFORM prescient_validate_name('entity', p_entity);
+    PERFORM prescient_validate_key(p_entity, p_key);
     PERFORM prescient_validate_name('event', p_event);
     WITH gone AS (
         DELETE FROM prescient_jobs j
@@ -265,6 +296,7 @@ $$;
 DROP FUNCTION prescient_resolve(text, text, text);
 DROP FUNCTION prescient_cancel(text, text, text);
 DROP FUNCTION prescient_schedule(text, text, text, timestamptz, jsonb, text);
+DROP FUNCTION prescient_validate_key(text, text);
 DROP FUNCTION prescient_validate_name(text, text);
 DROP TABLE prescient_servers;
 DROP TABLE prescient_catalog;
