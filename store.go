@@ -3,6 +3,7 @@ package prescient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -246,6 +247,27 @@ type ProcessResult struct {
 	// Discard rolls back whatever the checks wrote through the transaction
 	// (they failed) before the decisions are applied.
 	Discard bool
+}
+
+// Check reports a result that cannot be applied to n claimed jobs: none at
+// all, a decision count other than n, or an unknown outcome. Stores call it
+// before applying anything.
+func (r *ProcessResult) Check(n int) error {
+	if r == nil {
+		return fmt.Errorf("the process function returned no result for %d job(s)", n)
+	}
+	if len(r.Decisions) != n {
+		return fmt.Errorf("the process function returned %d decision(s) for %d job(s)", len(r.Decisions), n)
+	}
+	for i, d := range r.Decisions {
+		if d.Outcome == "" {
+			continue
+		}
+		if _, err := history.ParseOutcome(string(d.Outcome)); err != nil {
+			return fmt.Errorf("decision %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // Decision is the new state of one claimed job. Exactly one of three things

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
-	"github.com/prescient-dev/prescient/history"
 )
 
 // JobsProcess claims with FOR UPDATE SKIP LOCKED, runs fn in a savepoint
@@ -52,7 +51,7 @@ func (s *Store) JobsProcess(ctx context.Context, p *prescient.JobsProcessParams,
 		return 0, fmt.Errorf("process slot %s: savepoint: %w", slot, interpretError(err))
 	}
 	res := runChecks(ctx, sp, jobs, fn)
-	if err := validateResult(res, len(jobs)); err != nil {
+	if err := res.Check(len(jobs)); err != nil {
 		return 0, fmt.Errorf("process slot %s: %w", slot, err)
 	}
 	ids := make([]int64, len(jobs))
@@ -131,25 +130,6 @@ func runChecks(ctx context.Context, sp pgx.Tx, jobs []*checks.Job, fn prescient.
 		j.Tx = ct
 	}
 	return fn(ctx, ct, jobs)
-}
-
-// validateResult reports a result that cannot be applied to n jobs.
-func validateResult(res *prescient.ProcessResult, n int) error {
-	if res == nil {
-		return fmt.Errorf("the process function returned no result for %d job(s)", n)
-	}
-	if len(res.Decisions) != n {
-		return fmt.Errorf("the process function returned %d decision(s) for %d job(s)", len(res.Decisions), n)
-	}
-	for i, d := range res.Decisions {
-		if d.Outcome == "" {
-			continue
-		}
-		if _, err := history.ParseOutcome(string(d.Outcome)); err != nil {
-			return fmt.Errorf("decision %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // finishSQL moves finished jobs to history. $1..$5 and $10 are parallel

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
-	"github.com/prescient-dev/prescient/history"
 )
 
 // savepoint is taken before the checks run, so that their writes can be
@@ -105,7 +104,7 @@ func (s *Store) processOnce(ctx context.Context, conn *sql.Conn, dead *atomic.Bo
 		return nil, nil, nil, fmt.Errorf("savepoint: %w", interpretError(err))
 	}
 	res = runChecks(ctx, tx, dead, jobs, fn)
-	if err := validateResult(res, len(jobs)); err != nil {
+	if err := res.Check(len(jobs)); err != nil {
 		return nil, nil, nil, err
 	}
 	ids = make([]int64, len(jobs))
@@ -207,25 +206,6 @@ func runChecks(ctx context.Context, tx *sql.Tx, dead *atomic.Bool, jobs []*check
 		j.Tx = ct
 	}
 	return fn(ctx, ct, jobs)
-}
-
-// validateResult reports a result that cannot be applied to n jobs.
-func validateResult(res *prescient.ProcessResult, n int) error {
-	if res == nil {
-		return fmt.Errorf("the process function returned no result for %d job(s)", n)
-	}
-	if len(res.Decisions) != n {
-		return fmt.Errorf("the process function returned %d decision(s) for %d job(s)", len(res.Decisions), n)
-	}
-	for i, d := range res.Decisions {
-		if d.Outcome == "" {
-			continue
-		}
-		if _, err := history.ParseOutcome(string(d.Outcome)); err != nil {
-			return fmt.Errorf("decision %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // decisionRow is one decision as the apply statements read it from JSON.
