@@ -12,6 +12,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -381,7 +382,7 @@ func TestGuardRuntime(t *testing.T) {
 			<-ctx.Done()
 			return time.Time{}, ctx.Err()
 		}
-		c := h.client(clk, register(t, "slow", hang, &checks.Opts{Guards: guardsRuntime(50 * time.Millisecond)}),
+		c := h.client(clk, register(t, "slow", hang, &checks.Opts{Guards: guards.Limits{Runtime: 50 * time.Millisecond}}),
 			func(c *prescient.Config) { c.MaxFailures = 1 })
 		schedule(t, c, "honours-context", "slow", "2026-03-10T10:15:00Z")
 		schedule(t, c, "ignores-context", "slow", "2026-03-10T10:15:00Z")
