@@ -278,18 +278,24 @@ func (c *cluster) scheduleMore(prefix string, n, workMS int, at time.Time) int {
 	return n
 }
 
+// logCount counts the occurrences of s in server name's log (all its runs).
+func (c *cluster) logCount(name, s string) int {
+	b, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
+	return strings.Count(string(b), s)
+}
+
 // waitLog polls server name's log (an external process's output) until it
-// contains s.
-func (c *cluster) waitLog(name, s string) {
+// holds s at least n times: a restarted server appends to the same log.
+func (c *cluster) waitLog(name, s string, n int) {
 	c.t.Helper()
 	end := time.Now().Add(30 * time.Second)
 	for time.Now().Before(end) {
-		if b, _ := os.ReadFile(filepath.Join(c.dir, name+".log")); strings.Contains(string(b), s) {
+		if c.logCount(name, s) >= n {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatalf("%q not in %s's log within 30s\n%s", s, name, c.logTail(name))
+	c.t.Fatalf("%q not %d times in %s's log within 30s\n%s", s, n, name, c.logTail(name))
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -223,8 +223,9 @@ func TestGracefulStop(t *testing.T) {
 	// The slow slot has started and not finished: its checks are in flight.
 	waitUntil(t, c, fmt.Sprintf("SELECT count(*) > 0 FROM prescient_slots WHERE server = 'a' AND finished_at IS NULL AND slot = '%s'",
 		c.grid.Ceil(slowAt).Format(time.RFC3339Nano)))
+	seen := c.logCount("a", "received terminated")
 	_ = c.proc("a").cmd.Process.Signal(syscall.SIGTERM)
-	c.waitLog("a", "received terminated")
+	c.waitLog("a", "received terminated", seen+1)
 	if code, _ := c.signal("a", syscall.SIGTERM, 5*time.Second); code != 130 {
 		t.Fatalf("second signal: exit code %d, want 130 (exit at once)\n%s", code, c.logTail("a"))
 	}
