@@ -313,6 +313,12 @@ func (c *Client) decide(limits guards.Limits, slot, now time.Time, j *checks.Job
 		c.log.Warn("guard ended job", "entity", j.Entity, "key", j.Key, "check", j.Check, "outcome", v.Outcome, "reason", v.Reason)
 		return Decision{Outcome: v.Outcome, Checked: true, Reason: v.Reason}
 	}
+	if !next.After(now) {
+		// A check run late (catch-up, a sweep) may ask for a time that has
+		// passed meanwhile. Its slot may have fired already, so, as when
+		// scheduling, it lands in the first slot after now: "not before X".
+		next = c.cfg.Grid.Next(now)
+	}
 	return Decision{Next: next, Checked: true}
 }
 

@@ -149,3 +149,33 @@ func TestBatchCheckPerJobError(t *testing.T) {
 		}
 	})
 }
+
+// A check run late (here by a sweep, an hour after its slot) that asks to
+// run again at a time that has passed meanwhile lands in the first slot after
+// now, like a job scheduled in the past: that slot's owner fires it. Left on
+// the passed slot it would wait for the next sweep, its slot long fired.
+func TestLateCheckAskingForAPassedTimeLandsInTheNextSlot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		again := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if j.CheckCount == 0 {
+				return j.Slot.Add(15 * time.Minute), nil // escalate one slot later
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", again, nil), nil)
+		schedule(t, c, "1", "c", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T11:07:00Z")
+		if _, err := c.Sweep(ctx, prescient.SweepRun); err != nil {
+			t.Fatal(err)
+		}
+		j := wantPending(t, c, "1", "c")
+		if want := ts("2026-03-10T11:15:00Z"); !j.NextCheckAt.Equal(want) {
+			t.Fatalf("next check %s, want %s: the first slot after now, not the passed 10:30", j.NextCheckAt, want)
+		}
+		clk.Set("2026-03-10T11:15:00Z")
+		c.Tick(ctx)
+		wantOutcome(t, c, "1", history.Done, 2)
+	})
+}
