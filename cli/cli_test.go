@@ -328,7 +328,7 @@ func TestRunCommand(t *testing.T) {
 			r := <-done
 			t.Fatalf("server runner-1 did not register within 20s (servers %v); run returned %v, logs:\n%s", servers, r.err, r.stderr)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // polling the database for the server, not synchronising goroutines
 	}
 	wantContains(t, "status with a server", h.mustRun("status"), "runner-1")
 	cancel()
