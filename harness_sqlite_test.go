@@ -25,20 +25,12 @@ func openSQLite(t testing.TB) *harness {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	query := func(sql string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM ("+sql+") q", args...).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return n
-	}
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := s.DB().ExecContext(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	exec(alertsDDL)
-	return &harness{t: t, store: s, count: query, exec: exec}
+	return newHarness(t, s,
+		func(sql string, args ...any) (n int, err error) {
+			return n, s.DB().QueryRowContext(ctx, sql, args...).Scan(&n)
+		},
+		func(sql string, args ...any) error {
+			_, err := s.DB().ExecContext(ctx, sql, args...)
+			return err
+		})
 }

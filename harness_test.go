@@ -76,22 +76,38 @@ func openPostgres(t testing.TB) *harness {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	query := func(sql string, args ...any) int {
+	return newHarness(t, s,
+		func(sql string, args ...any) (n int, err error) {
+			return n, s.Pool().QueryRow(ctx, sql, args...).Scan(&n)
+		},
+		func(sql string, args ...any) error {
+			_, err := s.Pool().Exec(ctx, sql, args...)
+			return err
+		})
+}
+
+// newHarness builds the harness over a migrated store, given how to read one
+// integer and run a statement in its database, and creates the scenario
+// tables beside prescient's.
+func newHarness(t testing.TB, s prescient.Store, queryInt func(sql string, args ...any) (int, error), execSQL func(sql string, args ...any) error) *harness {
+	t.Helper()
+	h := &harness{t: t, store: s}
+	h.count = func(sql string, args ...any) int {
 		t.Helper()
-		var n int
-		if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM ("+sql+") q", args...).Scan(&n); err != nil {
+		n, err := queryInt("SELECT count(*) FROM ("+sql+") q", args...)
+		if err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 		return n
 	}
-	exec := func(sql string, args ...any) {
+	h.exec = func(sql string, args ...any) {
 		t.Helper()
-		if _, err := s.Pool().Exec(ctx, sql, args...); err != nil {
+		if err := execSQL(sql, args...); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	exec(alertsDDL)
-	return &harness{t: t, store: s, count: query, exec: exec}
+	h.exec(alertsDDL)
+	return h
 }
 
 const alertsDDL = `CREATE TABLE alerts (entity_key text NOT NULL, stage text NOT NULL, PRIMARY KEY (entity_key, stage));
