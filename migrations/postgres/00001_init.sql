@@ -222,6 +222,35 @@ END
 $$;
 -- +goose StatementEnd
 
+-- prescient_finish moves the pending jobs p_ids to history with outcome
+-- p_outcome, finished now (the statement's time) by 'sql', and returns how
+-- many it moved. Jobs a concurrent processor holds are waited for; jobs gone
+-- meanwhile are skipped. Used by prescient_cancel and prescient_resolve.
+-- +goose StatementBegin
+CREATE FUNCTION prescient_finish(p_ids bigint[], p_outcome text) RETURNS int
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_n int;
+BEGIN
+    WITH gone AS (
+        DELETE FROM prescient_jobs j WHERE j.id = ANY (p_ids)
+        RETURNING j.*
+    )
+    INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
+        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+        created_at, finished_at, finished_by)
+    SELECT id, entity, entity_key, check_name, p_outcome, first_check_at,
+        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
+        created_at, statement_timestamp(), 'sql'
+    FROM gone;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END
+$$;
+-- +goose StatementEnd
+
 -- prescient_cancel moves the entity's pending job of check p_check (every
 -- check of the entity when p_check is NULL) to history as cancelled, in the
 -- caller's transaction, and returns how many it moved (0 is not an error; a
@@ -231,29 +260,16 @@ CREATE FUNCTION prescient_cancel(p_entity text, p_key text, p_check text DEFAULT
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
-DECLARE
-    v_n int;
 BEGIN
     PERFORM prescient_validate_name('entity', p_entity);
     PERFORM prescient_validate_key(p_entity, p_key);
     IF p_check IS NOT NULL THEN
         PERFORM prescient_validate_name('check', p_check);
     END IF;
-    WITH gone AS (
-        DELETE FROM prescient_jobs j
+    RETURN prescient_finish(ARRAY(
+        SELECT j.id FROM prescient_jobs j
         WHERE j.entity = p_entity AND j.entity_key = p_key
-          AND (p_check IS NULL OR j.check_name = p_check)
-        RETURNING j.*
-    )
-    INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
-        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
-        created_at, finished_at, finished_by)
-    SELECT id, entity, entity_key, check_name, 'cancelled', first_check_at,
-        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
-        created_at, now(), 'sql'
-    FROM gone;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    RETURN v_n;
+          AND (p_check IS NULL OR j.check_name = p_check)), 'cancelled');
 END
 $$;
 -- +goose StatementEnd
@@ -267,27 +283,14 @@ CREATE FUNCTION prescient_resolve(p_entity text, p_key text, p_event text) RETUR
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 AS $$
-DECLARE
-    v_n int;
 BEGIN
     PERFORM prescient_validate_name('entity', p_entity);
     PERFORM prescient_validate_key(p_entity, p_key);
     PERFORM prescient_validate_name('event', p_event);
-    WITH gone AS (
-        DELETE FROM prescient_jobs j
+    RETURN prescient_finish(ARRAY(
+        SELECT j.id FROM prescient_jobs j
         WHERE j.entity = p_entity AND j.entity_key = p_key
-          AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE p_event = ANY (c.awaits))
-        RETURNING j.*
-    )
-    INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
-        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
-        created_at, finished_at, finished_by)
-    SELECT id, entity, entity_key, check_name, 'resolved', first_check_at,
-        last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
-        created_at, now(), 'sql'
-    FROM gone;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    RETURN v_n;
+          AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE p_event = ANY (c.awaits))), 'resolved');
 END
 $$;
 -- +goose StatementEnd
@@ -295,6 +298,7 @@ $$;
 -- +goose Down
 DROP FUNCTION prescient_resolve(text, text, text);
 DROP FUNCTION prescient_cancel(text, text, text);
+DROP FUNCTION prescient_finish(bigint[], text);
 DROP FUNCTION prescient_schedule(text, text, text, timestamptz, jsonb, text);
 DROP FUNCTION prescient_validate_key(text, text);
 DROP FUNCTION prescient_validate_name(text, text);
