@@ -11,6 +11,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // The benchmarks measure speed and memory on every store in storeKinds; the
@@ -199,15 +200,15 @@ func BenchmarkDueQueryLargeTable(b *testing.B) {
 				s.exec("ANALYZE prescient_jobs")
 
 				ctx := context.Background()
-				p := &prescient.JobsDueParams{Slot: slot, Limit: due}
+				p := &driver.JobsDueParams{Slot: slot, Limit: due}
 				// Warm the connection and statement caches, as a running
 				// server's are, so that even -benchtime 1x measures the query.
-				if _, err := s.store.JobsDue(ctx, p); err != nil {
+				if _, err := s.store.Driver().JobsDue(ctx, p); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					got, err := s.store.JobsDue(ctx, p)
+					got, err := s.store.Driver().JobsDue(ctx, p)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -2,33 +2,29 @@ package prescient
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/prescient-dev/prescient/checks"
-	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/driver"
 )
-
-// PayloadMax is the largest payload, in bytes of JSON, a job may carry. The
-// payload is a hint for the check (an amount, a locale), not a data store.
-const PayloadMax = 64 << 10
-
-// KeyMax is the longest entity key accepted, in bytes.
-const KeyMax = 512
 
 // Client schedules, cancels and resolves jobs, and (after Start) fires the
 // slots this server owns. It is safe for concurrent use. A Client that is
 // never started is a pure scheduling client, as an application process uses.
+//
+// Client's …Tx methods take the application's transaction as any and check
+// its type at run time (ErrTxType); a TypedClient, for an application with one
+// store, has the compiler check it instead. Client is the form for code that
+// picks its store at run time, as the prescient command does.
 type Client struct {
 	cfg   Config
 	store Store
+	drv   driver.Driver
 	log   *slog.Logger
 
 	mu   sync.Mutex // serialises Start and Stop
@@ -49,6 +45,7 @@ type Client struct {
 	startedAt time.Time
 	own       ownership
 
+	// sem holds one token per group of checks running (Config.Workers).
 	sem chan struct{}
 
 	unknownMu sync.Mutex
@@ -56,11 +53,14 @@ type Client struct {
 }
 
 // NewClient returns a client over store. cfg may be nil for all defaults; it
-// is copied, defaulted and validated.
+// is copied, defaulted and validated, also against what the store can do
+// (automatic ownership needs a store several hosts can share; GroupSize
+// must fit the store's cap).
 func NewClient(store Store, cfg *Config) (*Client, error) {
 	if store == nil {
-		return nil, fmt.Errorf("prescient: new client: nil store")
+		return nil, errors.New("prescient: new client: nil store")
 	}
+	drv := store.Driver()
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -69,13 +69,32 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.validateFor(drv.Features()); err != nil {
+		return nil, err
+	}
 	return &Client{
 		cfg:     c,
 		store:   store,
+		drv:     drv,
 		log:     c.Logger.With("server", c.Server),
 		sem:     make(chan struct{}, c.Workers),
 		unknown: make(map[string]int),
 	}, nil
+}
+
+// validateFor reports a configuration the store cannot carry out.
+func (c Config) validateFor(f driver.Features) error {
+	var errs []error
+	if c.AutoOwnership && !f.MultiHost {
+		errs = append(errs, errors.New("config: ownership: automatic ownership spreads slots over servers on several hosts, "+
+			"which this store cannot serve (SQLite is for one host): use PostgreSQL, or a static map"))
+	}
+	if f.MaxGroupSize > 0 && c.GroupSize > f.MaxGroupSize {
+		errs = append(errs, fmt.Errorf("config: group_size %d exceeds the store's cap of %d checks per transaction "+
+			"(PostgreSQL caches 64 subtransactions per transaction; beyond that every snapshot on the server slows down)",
+			c.GroupSize, f.MaxGroupSize))
+	}
+	return errors.Join(errs...)
 }
 
 // Config returns the client's configuration, with defaults filled in.
@@ -85,257 +104,3 @@ func (c *Client) Config() Config { return c.cfg }
 func (c *Client) Store() Store { return c.store }
 
 func (c *Client) now() time.Time { return c.cfg.Now().UTC() }
-
-// ScheduleParams describes one check to schedule.
-type ScheduleParams struct {
-	// Entity and Key name the watched thing, e.g. "order" and "42".
-	Entity string
-	Key    string
-	// Check names the registered check to run.
-	Check string
-	// At is the earliest time the check may run. It is rounded up to the slot
-	// grid; a time that is not after now is moved to the next slot.
-	At time.Time
-	// Payload, if not nil, is stored as JSON and handed to the check
-	// (a json.RawMessage is stored as is). At most PayloadMax bytes.
-	Payload any
-	// OnConflict says what happens when the job is already pending.
-	// Default ConflictReplace.
-	OnConflict ConflictRule
-}
-
-// Schedule upserts one job in its own transaction and returns the pending row.
-func (c *Client) Schedule(ctx context.Context, p ScheduleParams) (*Job, error) {
-	return c.ScheduleTx(ctx, nil, p)
-}
-
-// ScheduleTx is Schedule inside the caller's transaction tx (a pgx.Tx for the
-// PostgreSQL store, a *sql.Tx for SQLite), so that the event and its check
-// commit together.
-func (c *Client) ScheduleTx(ctx context.Context, tx any, p ScheduleParams) (*Job, error) {
-	res, err := c.ScheduleManyTx(ctx, tx, []ScheduleParams{p})
-	if err != nil {
-		return nil, err
-	}
-	return res[0], nil
-}
-
-// ScheduleMany upserts many jobs in one statement and one transaction, and
-// returns the pending rows in the order given. Nothing is scheduled if any
-// params are invalid.
-func (c *Client) ScheduleMany(ctx context.Context, ps []ScheduleParams) ([]*Job, error) {
-	return c.ScheduleManyTx(ctx, nil, ps)
-}
-
-// ScheduleManyTx is ScheduleMany inside the caller's transaction.
-func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams) ([]*Job, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	now := c.now()
-	params := make([]*JobScheduleParams, len(ps))
-	for i, p := range ps {
-		jp, err := c.scheduleParams(p, now)
-		if err != nil {
-			if len(ps) > 1 {
-				return nil, fmt.Errorf("prescient: schedule #%d: %w", i, err)
-			}
-			return nil, fmt.Errorf("prescient: schedule: %w", err)
-		}
-		params[i] = jp
-	}
-	res, err := c.store.JobSchedule(ctx, tx, params)
-	if err != nil {
-		return nil, fmt.Errorf("prescient: schedule: %w", err)
-	}
-	jobs := make([]*Job, len(res))
-	for i, r := range res {
-		jobs[i] = r.Job
-	}
-	return jobs, nil
-}
-
-// SlotFor returns the slot a check asked for at `at` lands in when scheduled
-// at `now`: at rounded up to the grid, or the first slot after now when that
-// is not after now (a slot that has begun may already have been fired).
-func (c *Client) SlotFor(at, now time.Time) time.Time {
-	slot := c.cfg.Grid.Ceil(at)
-	if !slot.After(now) {
-		slot = c.cfg.Grid.Next(now)
-	}
-	return slot
-}
-
-func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*JobScheduleParams, error) {
-	if err := validateIdentity(p.Entity, p.Key); err != nil {
-		return nil, err
-	}
-	if err := checks.ValidateName("check", p.Check); err != nil {
-		return nil, err
-	}
-	if p.At.IsZero() {
-		return nil, fmt.Errorf("%s/%s/%s: the time to check at is required", p.Entity, p.Key, p.Check)
-	}
-	switch p.OnConflict {
-	case "":
-		p.OnConflict = ConflictReplace
-	case ConflictReplace, ConflictKeep:
-	default:
-		return nil, fmt.Errorf("unknown conflict rule %q (want %q or %q)", p.OnConflict, ConflictReplace, ConflictKeep)
-	}
-	payload, err := marshalPayload(p.Payload)
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
-	}
-	return &JobScheduleParams{
-		Entity:     p.Entity,
-		Key:        p.Key,
-		Check:      p.Check,
-		At:         c.SlotFor(p.At, now),
-		Payload:    payload,
-		OnConflict: p.OnConflict,
-		Now:        now,
-	}, nil
-}
-
-func validateIdentity(entity, key string) error {
-	if err := checks.ValidateName("entity", entity); err != nil {
-		return err
-	}
-	if key == "" || len(key) > KeyMax {
-		return fmt.Errorf("entity %s: key must be 1 to %d bytes, got %d", entity, KeyMax, len(key))
-	}
-	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
-		return fmt.Errorf("entity %s: key %q must be UTF-8 text without NUL bytes", entity, key)
-	}
-	return nil
-}
-
-func marshalPayload(v any) (json.RawMessage, error) {
-	if v == nil {
-		return nil, nil
-	}
-	var b []byte
-	switch v := v.(type) {
-	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, fmt.Errorf("payload is not valid JSON")
-		}
-		b = v
-	default:
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return nil, fmt.Errorf("payload: %w", err)
-		}
-	}
-	if len(b) > PayloadMax {
-		return nil, fmt.Errorf("payload is %d bytes, more than the %d allowed", len(b), PayloadMax)
-	}
-	return b, nil
-}
-
-// Reschedule moves an existing job's next check to at (rounded as in
-// Schedule). It returns ErrNotFound when the job is not pending.
-func (c *Client) Reschedule(ctx context.Context, entity, key, check string, at time.Time) (*Job, error) {
-	return c.RescheduleTx(ctx, nil, entity, key, check, at)
-}
-
-// RescheduleTx is Reschedule inside the caller's transaction.
-func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check string, at time.Time) (*Job, error) {
-	if err := validateIdentity(entity, key); err != nil {
-		return nil, fmt.Errorf("prescient: reschedule: %w", err)
-	}
-	if err := checks.ValidateName("check", check); err != nil {
-		return nil, fmt.Errorf("prescient: reschedule: %w", err)
-	}
-	if at.IsZero() {
-		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: the time to check at is required", entity, key, check)
-	}
-	now := c.now()
-	job, err := c.store.JobReschedule(ctx, tx, &JobRescheduleParams{
-		Entity: entity, Key: key, Check: check, At: c.SlotFor(at, now), Now: now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
-	}
-	return job, nil
-}
-
-// Cancel moves the pending job (entity, key, check) to history as cancelled,
-// or every pending job of the entity when check is empty. It returns how many
-// jobs it cancelled; cancelling what does not exist is not an error.
-func (c *Client) Cancel(ctx context.Context, entity, key, check string) (int, error) {
-	return c.CancelTx(ctx, nil, entity, key, check)
-}
-
-// CancelTx is Cancel inside the caller's transaction.
-func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string) (int, error) {
-	if err := validateIdentity(entity, key); err != nil {
-		return 0, fmt.Errorf("prescient: cancel: %w", err)
-	}
-	if check != "" {
-		if err := checks.ValidateName("check", check); err != nil {
-			return 0, fmt.Errorf("prescient: cancel: %w", err)
-		}
-	}
-	n, err := c.store.JobCancel(ctx, tx, &JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: "api"})
-	if err != nil {
-		return 0, fmt.Errorf("prescient: cancel %s/%s: %w", entity, key, err)
-	}
-	return n, nil
-}
-
-// Resolve says that event happened to the entity: every pending job of the
-// entity whose check awaits event (checks.Opts.Awaits, as recorded in the
-// store's catalog by a started client or by SyncCatalog) moves to history as
-// resolved. It returns how many; none is not an error.
-func (c *Client) Resolve(ctx context.Context, entity, key, event string) (int, error) {
-	return c.ResolveTx(ctx, nil, entity, key, event)
-}
-
-// ResolveTx is Resolve inside the caller's transaction.
-func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event string) (int, error) {
-	if err := validateIdentity(entity, key); err != nil {
-		return 0, fmt.Errorf("prescient: resolve: %w", err)
-	}
-	if err := checks.ValidateName("event", event); err != nil {
-		return 0, fmt.Errorf("prescient: resolve: %w", err)
-	}
-	n, err := c.store.JobResolve(ctx, tx, &JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: "api"})
-	if err != nil {
-		return 0, fmt.Errorf("prescient: resolve %s/%s %s: %w", entity, key, event, err)
-	}
-	return n, nil
-}
-
-// Job returns the pending job (entity, key, check), or ErrNotFound.
-func (c *Client) Job(ctx context.Context, entity, key, check string) (*Job, error) {
-	return c.store.JobGet(ctx, entity, key, check)
-}
-
-// History returns history records matching f, newest first.
-func (c *Client) History(ctx context.Context, f history.Filter) ([]*history.Record, error) {
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	return c.store.HistoryList(ctx, f)
-}
-
-// SyncCatalog records the registered checks and the events they await in the
-// store, so that Resolve, from this or any process (or SQL), can find them.
-// Start calls it; an application that resolves before any server started can
-// call it itself.
-func (c *Client) SyncCatalog(ctx context.Context) error {
-	all := c.cfg.Checks.All()
-	entries := make([]CatalogEntry, len(all))
-	for i, ch := range all {
-		entries[i] = CatalogEntry{Check: ch.Name, Awaits: ch.Opts.Awaits}
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	if err := c.store.CatalogSave(ctx, entries); err != nil {
-		return fmt.Errorf("prescient: save check catalog: %w", err)
-	}
-	return nil
-}

@@ -20,6 +20,8 @@ const (
 	RetryBackoffMaxDefault  = time.Hour
 	WorkersDefault          = 10
 	BatchSizeDefault        = 100
+	GroupSizeDefault        = 50
+	GroupDurationDefault    = time.Second
 	SweepScheduleDefault    = "*/5 * * * *"
 	HistoryRetentionDefault = 30 * 24 * time.Hour
 	PruneScheduleDefault    = "17 * * * *"
@@ -86,11 +88,33 @@ type Config struct {
 	// back off exponentially from one slot: 1, 2, 4, … slots after the failure,
 	// never less than one slot. Default RetryBackoffMaxDefault.
 	RetryBackoffMax time.Duration
-	// Workers caps the checks running at once. Default WorkersDefault.
+	// Workers caps the groups of checks running at once. A group is one
+	// transaction on one connection of the store: up to GroupSize jobs of
+	// single-job checks, run one after the other, or one call of a batch
+	// check. So up to Workers checks (or batch calls) run at once, and a
+	// PostgreSQL store's pool needs at least Workers connections for them.
+	// Default WorkersDefault.
 	Workers int
-	// BatchSize is how many due jobs are read, and handed to a batch check, at
-	// a time. Default BatchSizeDefault.
+	// BatchSize is how many due jobs a batch check is handed at a time,
+	// unless the check sets its own (checks.Opts.BatchSize). Default
+	// BatchSizeDefault.
 	BatchSize int
+	// GroupSize is how many jobs of single-job checks one transaction runs,
+	// one after the other, each check's writes in a savepoint of its own: a
+	// group costs one claim, one statement applying every job's new state and
+	// one commit, where a transaction per job would cost one of each per job.
+	// A check's writes still commit or roll back on their own merits: one that
+	// fails, panics or overruns has only its own writes undone. Locks a check
+	// takes are held until its group commits. On PostgreSQL it may be at most
+	// 64 (see postgres.MaxGroupSize). 1 runs each check in its own
+	// transaction. Default GroupSizeDefault.
+	GroupSize int
+	// GroupDuration bounds how long a group keeps starting checks: once a
+	// group has run this long it commits what it has done and goes on with its
+	// remaining jobs in a new transaction, so that slow checks do not keep a
+	// transaction (and the locks of the checks before them) open for long.
+	// Default GroupDurationDefault.
+	GroupDuration time.Duration
 	// SweepMode is the mode of the start-up, scheduled and catch-up sweeps.
 	// Default SweepRun.
 	SweepMode SweepMode
@@ -146,6 +170,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = BatchSizeDefault
+	}
+	if c.GroupSize == 0 {
+		c.GroupSize = GroupSizeDefault
+	}
+	if c.GroupDuration == 0 {
+		c.GroupDuration = GroupDurationDefault
 	}
 	if c.SweepMode == "" {
 		c.SweepMode = SweepRun
@@ -203,6 +233,12 @@ func (c Config) Validate() error {
 	}
 	if c.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("config: batch_size %d must be at least 1", c.BatchSize))
+	}
+	if c.GroupSize < 1 {
+		errs = append(errs, fmt.Errorf("config: group_size %d must be at least 1", c.GroupSize))
+	}
+	if c.GroupDuration < 0 {
+		errs = append(errs, fmt.Errorf("config: group_duration %s must be positive", c.GroupDuration))
 	}
 	if _, err := ParseSweepMode(string(c.SweepMode)); err != nil {
 		errs = append(errs, fmt.Errorf("config: sweep mode: %w", err))

@@ -559,9 +559,11 @@ func TestTwoServersOwningTheSameSlotProcessEachJobOnce(t *testing.T) {
 		rec := &calls{}
 		// On PostgreSQL each server's first check waits until the other
 		// server has begun too, so that the two really process the slot at
-		// the same time. (SQLite runs checks under the database's write lock,
-		// one batch at a time: both servers fire concurrently and the lock
-		// serialises them.)
+		// the same time. Each runs one small group at a time, and both list
+		// the slot in the same order, so the second to claim a group finds
+		// part of it held and goes on past it. (SQLite runs checks under the
+		// database's write lock, one group at a time: both servers fire
+		// concurrently and the lock serialises them.)
 		begun := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
 		var once = map[string]*sync.Once{"a": {}, "b": {}}
 		overlapping := func(server, other string) checks.Func {
@@ -580,8 +582,8 @@ func TestTwoServersOwningTheSameSlotProcessEachJobOnce(t *testing.T) {
 				return alertOnce(rec)(ctx, j)
 			}
 		}
-		a := h.client(clk, register(t, "unshipped", overlapping("a", "b"), nil), func(c *prescient.Config) { c.Server = "a"; c.BatchSize = 7 })
-		b := h.client(clk, register(t, "unshipped", overlapping("b", "a"), nil), func(c *prescient.Config) { c.Server = "b"; c.BatchSize = 5 })
+		a := h.client(clk, register(t, "unshipped", overlapping("a", "b"), nil), func(c *prescient.Config) { c.Server, c.GroupSize, c.Workers = "a", 7, 1 })
+		b := h.client(clk, register(t, "unshipped", overlapping("b", "a"), nil), func(c *prescient.Config) { c.Server, c.GroupSize, c.Workers = "b", 5, 1 })
 		const n = 200
 		ps := make([]prescient.ScheduleParams, n)
 		for i := range ps {
@@ -642,7 +644,7 @@ func TestServerDyingMidSlotLosesNothing(t *testing.T) {
 		if done >= n {
 			t.Fatalf("the server did not die mid-slot (%d of %d done)", done, n)
 		}
-		slotsLedger, err := a.Store().SlotList(context.Background(), &prescient.SlotListParams{})
+		slotsLedger, err := a.Slots(context.Background(), nil)
 		if err != nil || len(slotsLedger) != 1 || slotsLedger[0].Complete() {
 			t.Fatalf("ledger %+v, %v: want the slot incomplete", slotsLedger, err)
 		}

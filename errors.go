@@ -1,17 +1,23 @@
 package prescient
 
-import "errors"
+import (
+	"errors"
 
-// ErrNotFound is returned when a job that must exist does not.
-var ErrNotFound = errors.New("prescient: not found")
+	"github.com/prescient-dev/prescient/driver"
+)
 
-// ErrTxType is returned when a method is given a transaction of a type the
-// store does not use (a *sql.Tx to the PostgreSQL store, say).
-var ErrTxType = errors.New("prescient: transaction type does not match the store")
+// ErrNotFound is returned when a job that must exist does not. A check's
+// QueryRow reports it (wrapped) when its query returned no row.
+var ErrNotFound = driver.ErrNotFound
+
+// ErrTxType is returned when a method of the untyped Client is given a
+// transaction of a type the store does not use (a *sql.Tx to the PostgreSQL
+// store, say). A TypedClient makes that a compile error instead.
+var ErrTxType = driver.ErrTxType
 
 // ErrClosed is returned by a client that has been stopped.
 var ErrClosed = errors.New("prescient: client stopped")
 
 // ErrNotMigrated is returned when prescient's tables are missing from the
 // database: run Store.Migrate (`prescient migrate`) first.
-var ErrNotMigrated = errors.New("prescient: the database has no prescient tables yet: run `prescient migrate` (or Store.Migrate) first")
+var ErrNotMigrated = driver.ErrNotMigrated

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
@@ -128,6 +129,15 @@ func forEachStore(t *testing.T, fn func(t *testing.T, h *harness)) {
 	}
 }
 
+// wrappedStore is a Store whose driver wraps the real one's, to inject
+// faults or count calls.
+type wrappedStore struct {
+	prescient.Store
+	drv driver.Driver
+}
+
+func (s wrappedStore) Driver() driver.Driver { return s.drv }
+
 type harness struct {
 	t     testing.TB
 	name  string // the store kind
@@ -165,7 +175,7 @@ func (h *harness) client(clk *clock, reg *checks.Registry, mod func(*prescient.C
 	if err := c.SyncCatalog(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.store.GridSave(context.Background(), cfg.Grid); err != nil {
+	if err := h.store.Driver().GridSave(context.Background(), cfg.Grid); err != nil {
 		h.t.Fatal(err)
 	}
 	return c

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -50,7 +51,7 @@ func (c *Client) Positions() []int {
 func (c *Client) Heartbeat(ctx context.Context) error {
 	now := c.now()
 	if c.cfg.AutoOwnership {
-		servers, err := c.store.ServerList(ctx)
+		servers, err := c.drv.ServerList(ctx)
 		if err != nil {
 			return c.setHealth(fmt.Errorf("prescient: heartbeat: list servers: %w", err))
 		}
@@ -75,7 +76,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 			}
 		}
 	}
-	err := c.store.ServerHeartbeat(ctx, &Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
+	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
 	if err != nil {
 		return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err))
 	}

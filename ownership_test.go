@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +13,22 @@ import (
 	"github.com/prescient-dev/prescient/slots"
 )
 
+// NewClient refuses automatic ownership on a store for one host: it exists
+// to spread slots over servers on several hosts.
+func TestAutoOwnershipRefusedOnSQLite(t *testing.T) {
+	t.Parallel()
+	h := openSQLite(t)
+	_, err := prescient.NewClient(h.store, &prescient.Config{Server: "a", AutoOwnership: true})
+	if err == nil || !strings.Contains(err.Error(), "automatic ownership") {
+		t.Fatalf("new client with automatic ownership on SQLite: %v, want a refusal naming it", err)
+	}
+}
+
+// TestAutoOwnershipSpreadsAndTakesOver runs on PostgreSQL only: SQLite
+// refuses automatic ownership (TestAutoOwnershipRefusedOnSQLite).
 func TestAutoOwnershipSpreadsAndTakesOver(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
+	t.Parallel()
+	func(t *testing.T, h *harness) {
 		ctx := context.Background()
 		clk := newClock("2026-03-10T10:00:00Z")
 		rec := &calls{}
@@ -92,5 +107,5 @@ func TestAutoOwnershipSpreadsAndTakesOver(t *testing.T) {
 			t.Errorf("worst lateness %s, want a catch-up within %s", worst, limit)
 		}
 		t.Logf("takeover: %d jobs, 0 duplicates, 0 lost, worst lateness %s", jobs, worst)
-	})
+	}(t, openPostgres(t))
 }

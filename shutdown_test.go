@@ -9,20 +9,21 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // heartbeatFaults wraps a real store and injects faults into heartbeats:
 // first failures, then one heartbeat that waits until its context ends (the
 // server is stopping) and succeeds: the store "recovers" while Stop waits.
 type heartbeatFaults struct {
-	prescient.Store
+	driver.Driver
 	mu      sync.Mutex
 	mode    string        // "", "fail" or "recover-on-stop"
 	failed  chan struct{} // closed after the first injected failure
 	blocked chan struct{} // closed when a heartbeat waits for the stop
 }
 
-func (h *heartbeatFaults) ServerHeartbeat(ctx context.Context, s *prescient.Server) error {
+func (h *heartbeatFaults) ServerHeartbeat(ctx context.Context, s *driver.Server) error {
 	h.mu.Lock()
 	mode := h.mode
 	h.mu.Unlock()
@@ -43,7 +44,7 @@ func (h *heartbeatFaults) ServerHeartbeat(ctx context.Context, s *prescient.Serv
 		<-ctx.Done()
 		return nil
 	}
-	return h.Store.ServerHeartbeat(ctx, s)
+	return h.Driver.ServerHeartbeat(ctx, s)
 }
 
 func (h *heartbeatFaults) set(mode string) {
@@ -57,8 +58,8 @@ func (h *heartbeatFaults) set(mode string) {
 // while waiting for the heartbeat, which wanted the lock to start a sweep).
 func TestStopWhileTheStoreRecovers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		faults := &heartbeatFaults{Store: h.store, failed: make(chan struct{}), blocked: make(chan struct{})}
-		h.store = faults
+		faults := &heartbeatFaults{Driver: h.store.Driver(), failed: make(chan struct{}), blocked: make(chan struct{})}
+		h.store = wrappedStore{h.store, faults}
 		clk := newClock("2026-03-10T10:00:00Z")
 		c := h.client(clk, &checks.Registry{}, func(c *prescient.Config) {
 			c.Heartbeat, c.ServerTimeout = 5*time.Millisecond, time.Second
@@ -91,8 +92,8 @@ func TestStopWhileTheStoreRecovers(t *testing.T) {
 // deadlocked: Start held the client's lock across the heartbeat).
 func TestStartAgainAfterAFailedHeartbeat(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		faults := &heartbeatFaults{Store: h.store, failed: make(chan struct{}), blocked: make(chan struct{})}
-		h.store = faults
+		faults := &heartbeatFaults{Driver: h.store.Driver(), failed: make(chan struct{}), blocked: make(chan struct{})}
+		h.store = wrappedStore{h.store, faults}
 		c := h.client(newClock("2026-03-10T10:00:00Z"), &checks.Registry{}, nil)
 		faults.set("fail")
 		if err := c.Start(context.Background()); err == nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -315,7 +316,7 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 	res.Fire = m.stop(o.jobs)
 	res.SlotP50, res.SlotP99 = percentile(perSlot, 0.50), percentile(perSlot, 0.99)
 
-	stats, err := db.store.JobStats(ctx, &prescient.JobStatsParams{Current: clk.Now(), Upcoming: 1})
+	stats, err := db.store.Driver().JobStats(ctx, &driver.JobStatsParams{Current: clk.Now(), Upcoming: 1})
 	if err != nil {
 		return nil, fmt.Errorf("bench: count pending jobs: %w", err)
 	}
@@ -369,9 +370,9 @@ func benchDueQuery(ctx context.Context, c *prescient.Client, slotAt []time.Time)
 	jobs := 0
 	start := time.Now()
 	for _, slot := range slotAt {
-		p := &prescient.JobsDueParams{Slot: slot, Limit: limit}
+		p := &driver.JobsDueParams{Slot: slot, Limit: limit}
 		for {
-			due, err := c.Store().JobsDue(ctx, p)
+			due, err := c.Store().Driver().JobsDue(ctx, p)
 			if err != nil {
 				return d, fmt.Errorf("bench: due query: %w", err)
 			}

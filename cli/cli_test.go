@@ -14,6 +14,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/example/orders"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/internal/pgtest"
@@ -244,7 +245,7 @@ func TestJobCommands(t *testing.T) {
 	}
 	defer st.Close()
 	past := time.Date(2020, 1, 1, 9, 0, 0, 0, time.UTC)
-	if _, err := st.JobSchedule(context.Background(), nil, []*prescient.JobScheduleParams{{
+	if _, err := st.JobSchedule(context.Background(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "1", Check: "order_unshipped", At: past, OnConflict: prescient.ConflictReplace, Now: past,
 	}}); err != nil {
 		t.Fatal(err)
@@ -388,7 +389,7 @@ func TestResolveKeepsTheServersCatalog(t *testing.T) {
 	}
 	defer st.Close()
 	// The cluster's order_unshipped awaits "delivered", not "shipped".
-	if err := st.CatalogSave(context.Background(), []prescient.CatalogEntry{{Check: "order_unshipped", Awaits: []string{"delivered"}}}); err != nil {
+	if err := st.CatalogSave(context.Background(), []driver.CatalogEntry{{Check: "order_unshipped", Awaits: []string{"delivered"}}}); err != nil {
 		t.Fatal(err)
 	}
 	h.mustRun("schedule", "order", "42", "order_unshipped", "--in", "3h")

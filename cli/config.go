@@ -20,6 +20,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -74,10 +75,17 @@ type Config struct {
 	Guards GuardsConfig `yaml:"guards"`
 	// Retry says how failed checks are retried.
 	Retry RetryConfig `yaml:"retry"`
-	// Workers caps the checks running at once.
+	// Workers caps the groups of checks running at once, each one
+	// transaction on one database connection.
 	Workers int `yaml:"workers"`
-	// BatchSize is how many due jobs are read, and handed to a batch check, at a time.
+	// BatchSize is how many due jobs a batch check is handed at a time.
 	BatchSize int `yaml:"batch_size"`
+	// GroupSize is how many single-job checks one transaction runs, one after
+	// the other, each in a savepoint of its own (at most 64 on PostgreSQL).
+	GroupSize int `yaml:"group_size"`
+	// GroupDuration is how long a group keeps starting checks before it
+	// commits and goes on in a new transaction.
+	GroupDuration Duration `yaml:"group_duration"`
 	// Sweep configures catch-up of overdue jobs.
 	Sweep SweepConfig `yaml:"sweep"`
 	// History configures the retention of history records.
@@ -211,8 +219,10 @@ func DefaultConfig() *Config {
 			MaxFailures: prescient.MaxFailuresDefault,
 			BackoffMax:  Duration(prescient.RetryBackoffMaxDefault),
 		},
-		Workers:   prescient.WorkersDefault,
-		BatchSize: prescient.BatchSizeDefault,
+		Workers:       prescient.WorkersDefault,
+		BatchSize:     prescient.BatchSizeDefault,
+		GroupSize:     prescient.GroupSizeDefault,
+		GroupDuration: Duration(prescient.GroupDurationDefault),
 		Sweep: SweepConfig{
 			Mode:     string(prescient.SweepRun),
 			Schedule: prescient.SweepScheduleDefault,
@@ -683,6 +693,8 @@ func (c *Config) Validate() error {
 		{"retry.backoff_max", nil, func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
 		{"workers", nil, func(pc *prescient.Config) { pc.Workers = full.Workers }},
 		{"batch_size", nil, func(pc *prescient.Config) { pc.BatchSize = full.BatchSize }},
+		{"group_size", nil, func(pc *prescient.Config) { pc.GroupSize = full.GroupSize }},
+		{"group_duration", nil, func(pc *prescient.Config) { pc.GroupDuration = full.GroupDuration }},
 		{"sweep.mode", nil, func(pc *prescient.Config) { pc.SweepMode = full.SweepMode }},
 		{"sweep.schedule", nil, func(pc *prescient.Config) { pc.SweepSchedule = full.SweepSchedule }},
 		{"history.retention", nil, func(pc *prescient.Config) { pc.HistoryRetention = full.HistoryRetention }},
@@ -707,6 +719,7 @@ func (c *Config) Validate() error {
 		{"retry.max_failures", c.Retry.MaxFailures, "at least 1"},
 		{"workers", c.Workers, "at least 1"},
 		{"batch_size", c.BatchSize, "at least 1"},
+		{"group_size", c.GroupSize, "at least 1 (1 runs each check in a transaction of its own)"},
 	}
 	for _, k := range ints {
 		if k.v == 0 {
@@ -722,6 +735,7 @@ func (c *Config) Validate() error {
 		{"guards.runtime", c.Guards.Runtime, false, false, "positive (such as 30s; it cannot be disabled)"},
 		{"guards.horizon", c.Guards.Horizon, false, true, "positive (such as 2160h), or -1 for no limit"},
 		{"retry.backoff_max", c.Retry.BackoffMax, false, false, "positive (such as 1h)"},
+		{"group_duration", c.GroupDuration, false, false, "positive (such as 1s)"},
 		{"history.retention", c.History.Retention, false, true, "positive (such as 720h), or -1 to keep forever"},
 		{"shutdown_grace", c.ShutdownGrace, false, false, "positive (such as 30s)"},
 	}
@@ -742,6 +756,11 @@ func (c *Config) Validate() error {
 		if err := pc.Validate(); err != nil {
 			bad(kc.key, engineError{err})
 		}
+	}
+	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
+		bad("group_size", fmt.Errorf("%d exceeds PostgreSQL's %d checks per transaction: it caches %d subtransactions per "+
+			"transaction, and beyond that every snapshot on the server slows down while the transaction lasts",
+			c.GroupSize, postgres.MaxGroupSize, postgres.MaxGroupSize))
 	}
 	if c.Database.URL == "" {
 		// The embedded store serves the processes of one host.
@@ -850,6 +869,8 @@ func (c *Config) clientConfig() prescient.Config {
 		RetryBackoffMax:      time.Duration(c.Retry.BackoffMax),
 		Workers:              c.Workers,
 		BatchSize:            c.BatchSize,
+		GroupSize:            c.GroupSize,
+		GroupDuration:        time.Duration(c.GroupDuration),
 		SweepMode:            prescient.SweepMode(c.Sweep.Mode),
 		SweepSchedule:        c.Sweep.Schedule,
 		SweepOnStartDisabled: !c.Sweep.OnStart,

@@ -127,6 +127,8 @@ guards: {max_checks: -1, runtime: 10s, horizon: -1}
 retry: {max_failures: 3, backoff_max: 10m}
 workers: 4
 batch_size: 50
+group_size: 20
+group_duration: 2s
 sweep: {mode: reslot, schedule: "@every 1m", on_start: false}
 history: {retention: "-1", prune_schedule: "-"}
 shutdown_grace: 1m
@@ -151,6 +153,8 @@ log: {level: debug, format: json}
 		RetryBackoffMax:      10 * time.Minute,
 		Workers:              4,
 		BatchSize:            50,
+		GroupSize:            20,
+		GroupDuration:        2 * time.Second,
 		SweepMode:            prescient.SweepReslot,
 		SweepSchedule:        "@every 1m",
 		SweepOnStartDisabled: true,
@@ -213,6 +217,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad retention", "history:\n  retention: -5h\n", []string{":2: history.retention:", "-1 to keep forever"}, nil},
 		{"zero workers", "workers: 0\n", []string{":1: workers: must be at least 1"}, nil},
 		{"zero batch size", "batch_size: 0\n", []string{":1: batch_size: must be at least 1"}, nil},
+		{"zero group size", "group_size: 0\n", []string{":1: group_size: must be at least 1"}, nil},
+		{"group size over PostgreSQL's cap", "database:\n  url: postgres://app@db/app\ngroup_size: 65\n", []string{":3: group_size: 65 exceeds PostgreSQL's 64"}, nil},
+		{"zero group duration", "group_duration: 0s\n", []string{":1: group_duration: must be positive"}, nil},
 		{"negative max_conns", "database: {max_conns: -1}\n", []string{":1: database.max_conns:"}, nil},
 		{"bad schema", "database:\n  schema: 'My Schema'\n", []string{":2: database.schema:", "plain identifier"}, nil},
 		{"bad log level", "log: {level: loud}\n", []string{":1: log.level:", `"loud"`}, nil},

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -137,7 +138,7 @@ func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error
 	if err := dst.Migrate(ctx); err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
-	res, err := copyStore(ctx, src, dst, o.pageSize, cfg.clientConfig().Grid)
+	res, err := copyStore(ctx, src.Driver(), dst, o.pageSize, cfg.clientConfig().Grid)
 	if err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func samePostgres(srcURL, srcSchema, dstURL, dstSchema string) (bool, error) {
 // history: first the grid (src's, or grid when src has none) and the
 // catalog, which are upserts and harmless to repeat; then every pending job
 // and history record, a page at a time, in one transaction on dst.
-func copyStore(ctx context.Context, src prescient.Store, dst *postgres.Store, pageSize int, grid slots.Grid) (*copyResult, error) {
+func copyStore(ctx context.Context, src driver.Driver, dst *postgres.Store, pageSize int, grid slots.Grid) (*copyResult, error) {
 	if err := refuseNonEmpty(ctx, dst); err != nil {
 		return nil, err
 	}
@@ -251,7 +252,7 @@ func copyStore(ctx context.Context, src prescient.Store, dst *postgres.Store, pa
 }
 
 // refuseNonEmpty fails unless dst holds no pending job and no history record.
-func refuseNonEmpty(ctx context.Context, dst prescient.Store) error {
+func refuseNonEmpty(ctx context.Context, dst driver.Driver) error {
 	jobs, err := dst.JobsExport(ctx, 0, 1)
 	if err != nil {
 		return fmt.Errorf("copy: read the target: %w", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
@@ -126,7 +127,7 @@ func fillSQLite(t *testing.T, path string) *sqlite.Store {
 }
 
 // exportAll pages through a store's pending jobs and history.
-func exportAll(t *testing.T, st prescient.Store) ([]*prescient.Job, []*history.Record) {
+func exportAll(t *testing.T, st driver.Driver) ([]*prescient.Job, []*history.Record) {
 	t.Helper()
 	ctx := context.Background()
 	var (
@@ -205,7 +206,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	t.Parallel()
 	dbPath := filepath.Join(t.TempDir(), "prescient.db")
 	src := fillSQLite(t, dbPath)
-	srcJobs, srcRecs := exportAll(t, src)
+	srcJobs, srcRecs := exportAll(t, src.Driver())
 
 	// The source holds what a migration must not lose.
 	var escalated, failing, withPayload, unknown bool
@@ -350,7 +351,7 @@ func TestSamePostgres(t *testing.T) {
 }
 
 // failingHistory is a source whose history cannot be read.
-type failingHistory struct{ prescient.Store }
+type failingHistory struct{ driver.Driver }
 
 func (failingHistory) HistoryExport(context.Context, int64, int) ([]*history.Record, error) {
 	return nil, errors.New("disk on fire")
@@ -362,14 +363,14 @@ func TestCopyAllOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	src := fillSQLite(t, filepath.Join(t.TempDir(), "prescient.db"))
-	srcJobs, srcRecs := exportAll(t, src)
+	srcJobs, srcRecs := exportAll(t, src.Driver())
 	url, schema := pgtest.SchemaName(t)
 	dst := openTarget(t, url, schema)
 	if err := dst.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	_, err := copyStore(ctx, failingHistory{src}, dst, 2, copyGrid)
+	_, err := copyStore(ctx, failingHistory{src.Driver()}, dst, 2, copyGrid)
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("copy from a failing source: %v, want the source's error", err)
 	}
@@ -377,7 +378,7 @@ func TestCopyAllOrNothing(t *testing.T) {
 		t.Fatalf("after a failed copy: %d jobs and %d records on the target, want none", len(jobs), len(recs))
 	}
 
-	res, err := copyStore(ctx, src, dst, 2, copyGrid)
+	res, err := copyStore(ctx, src.Driver(), dst, 2, copyGrid)
 	if err != nil {
 		t.Fatalf("copy again: %v", err)
 	}
@@ -392,7 +393,7 @@ func TestCopyAllOrNothing(t *testing.T) {
 	for _, r := range srcRecs {
 		maxID = max(maxID, r.ID)
 	}
-	got, err := dst.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "new", Check: "order_unshipped",
+	got, err := dst.JobSchedule(ctx, nil, []*driver.JobScheduleParams{{Entity: "order", Key: "new", Check: "order_unshipped",
 		At: copyGrid.Add(time.Date(2031, time.February, 1, 0, 2, 0, 0, time.UTC), 0), Now: time.Now()}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // scheduleOpts are the arguments and flags of `prescient schedule`.
@@ -189,7 +190,7 @@ events comes from the check catalog, recorded by every server at start-up
 				return err
 			}
 			defer closeFn()
-			if err := addMissingCatalog(cmd.Context(), c.Store(), e.opts.Checks); err != nil {
+			if err := addMissingCatalog(cmd.Context(), c.Store().Driver(), e.opts.Checks); err != nil {
 				return err
 			}
 			n, err := c.Resolve(cmd.Context(), o.entity, o.key, o.event)
@@ -206,7 +207,7 @@ events comes from the check catalog, recorded by every server at start-up
 // the store does not have yet, so that resolve works on a database no server
 // or migrate has seen, without overwriting what the servers that run those
 // checks recorded (their Awaits are the ones that count).
-func addMissingCatalog(ctx context.Context, st prescient.Store, reg *checks.Registry) error {
+func addMissingCatalog(ctx context.Context, st driver.Driver, reg *checks.Registry) error {
 	have, err := st.CatalogList(ctx)
 	if err != nil {
 		return err
@@ -215,10 +216,10 @@ func addMissingCatalog(ctx context.Context, st prescient.Store, reg *checks.Regi
 	for _, e := range have {
 		known[e.Check] = true
 	}
-	var missing []prescient.CatalogEntry
+	var missing []driver.CatalogEntry
 	for _, c := range reg.All() {
 		if !known[c.Name] {
-			missing = append(missing, prescient.CatalogEntry{Check: c.Name, Awaits: c.Opts.Awaits})
+			missing = append(missing, driver.CatalogEntry{Check: c.Name, Awaits: c.Opts.Awaits})
 		}
 	}
 	if len(missing) == 0 {

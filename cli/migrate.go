@@ -59,7 +59,7 @@ func (e *env) migrate(ctx context.Context, out io.Writer, st prescient.Store, cf
 		return fmt.Errorf("migrate: %w", err)
 	}
 	grid := cfg.clientConfig().Grid
-	if err := st.GridSave(ctx, grid); err != nil {
+	if err := st.Driver().GridSave(ctx, grid); err != nil {
 		return fmt.Errorf("migrate: save slot grid: %w", err)
 	}
 	pc := e.clientConfig(cfg, e.logger(cfg))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -24,13 +24,13 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 }
 
 // CatalogList reads prescient_catalog, sorted by check name (byte order).
-func (s *Store) CatalogList(ctx context.Context) ([]prescient.CatalogEntry, error) {
+func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (prescient.CatalogEntry, error) {
-		var e prescient.CatalogEntry
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.CatalogEntry, error) {
+		var e driver.CatalogEntry
 		err := row.Scan(&e.Check, &e.Awaits)
 		return e, err
 	})
@@ -41,7 +41,7 @@ func (s *Store) CatalogList(ctx context.Context) ([]prescient.CatalogEntry, erro
 }
 
 // JobsExport pages through prescient_jobs on its primary key.
-func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*prescient.Job, error) {
+func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*driver.Job, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("export jobs: limit %d must be positive", limit)
 	}
@@ -50,7 +50,7 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*pr
 	if err != nil {
 		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.Job, error) { return scanJob(row) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Job, error) { return scanJob(row) })
 	if err != nil {
 		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
 	}
@@ -59,8 +59,8 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*pr
 
 // JobsImport checks jobs for collisions and inserts them with one statement,
 // in the caller's transaction or its own.
-func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*prescient.Job) error {
-	if err := prescient.CheckJobsImport(jobs); err != nil {
+func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*driver.Job) error {
+	if err := driver.CheckJobsImport(jobs); err != nil {
 		return err
 	}
 	if len(jobs) == 0 {

@@ -1,11 +1,11 @@
 // Package postgres is prescient's PostgreSQL store: it implements
-// prescient.Store with pgx v5 over a pgxpool.Pool, and applies the migrations
+// driver.Driver with pgx v5 over a pgxpool.Pool, and applies the migrations
 // embedded in the migrations package with goose.
 //
 // Every method that may join the caller's transaction takes it as a pgx.Tx
 // (tx any; nil means the store's own transaction); anything else is an error
-// wrapping prescient.ErrTxType. Errors never carry pgx types: pgx.ErrNoRows
-// becomes prescient.ErrNotFound and server errors become plain errors holding
+// wrapping driver.ErrTxType. Errors never carry pgx types: pgx.ErrNoRows
+// becomes driver.ErrNotFound and server errors become plain errors holding
 // the server's message and SQLSTATE.
 //
 // Times are stored as timestamptz (microseconds) and come back in UTC;

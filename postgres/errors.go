@@ -8,11 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // interpretError translates an error from pgx into the domain's terms at the
-// store's boundary: no rows is prescient.ErrNotFound, and a server error keeps
+// store's boundary: no rows is driver.ErrNotFound, and a server error keeps
 // its message, detail, hint and SQLSTATE but not its pgconn type. Other errors
 // (a cancelled context, a lost connection) pass through unchanged, so that
 // errors.Is still finds context.Canceled and its kin.
@@ -21,13 +21,13 @@ func interpretError(err error) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return prescient.ErrNotFound
+		return driver.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// undefined_table / undefined_function on one of ours: not migrated.
 		if (pgErr.Code == "42P01" || pgErr.Code == "42883") && strings.Contains(pgErr.Message, "prescient_") {
-			return fmt.Errorf("%w (postgres: %s)", prescient.ErrNotMigrated, pgErr.Message)
+			return fmt.Errorf("%w (postgres: %s)", driver.ErrNotMigrated, pgErr.Message)
 		}
 		msg := pgErr.Message
 		if pgErr.Detail != "" {

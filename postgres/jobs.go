@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // jobColumns are the columns scanJob reads, qualified with the alias j.
@@ -17,9 +17,9 @@ const jobColumns = `j.id, j.entity, j.entity_key, j.check_name, j.first_check_at
 	j.payload, j.created_at, j.updated_at`
 
 // scanJob reads jobColumns, followed by extra destinations.
-func scanJob(row pgx.Row, extra ...any) (*prescient.Job, error) {
+func scanJob(row pgx.Row, extra ...any) (*driver.Job, error) {
 	var (
-		j                     prescient.Job
+		j                     driver.Job
 		last                  *time.Time
 		lastErr               *string
 		runtimeUS, latenessUS int64
@@ -56,23 +56,23 @@ type jobKey struct{ entity, key, check string }
 // successive calls. An empty OnConflict means ConflictReplace; a pending job
 // met with ConflictKeep is locked until the transaction ends, like one that is
 // replaced.
-func (s *Store) JobSchedule(ctx context.Context, tx any, params []*prescient.JobScheduleParams) ([]*prescient.JobScheduleResult, error) {
+func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobScheduleParams) ([]*driver.JobScheduleResult, error) {
 	for _, p := range params {
-		if p.OnConflict != "" && p.OnConflict != prescient.ConflictReplace && p.OnConflict != prescient.ConflictKeep {
+		if p.OnConflict != "" && p.OnConflict != driver.ConflictReplace && p.OnConflict != driver.ConflictKeep {
 			return nil, fmt.Errorf("schedule %s/%s/%s: unknown conflict rule %q (want %q or %q)",
-				p.Entity, p.Key, p.Check, p.OnConflict, prescient.ConflictReplace, prescient.ConflictKeep)
+				p.Entity, p.Key, p.Check, p.OnConflict, driver.ConflictReplace, driver.ConflictKeep)
 		}
 	}
 	if len(params) == 0 {
 		_, err := callerTx(tx)
 		return nil, err
 	}
-	results := make([]*prescient.JobScheduleResult, len(params))
+	results := make([]*driver.JobScheduleResult, len(params))
 	err := s.inTx(ctx, tx, func(tx pgx.Tx) error {
 		for _, round := range scheduleRounds(params) {
 			var replace, keep []int
 			for _, i := range round {
-				if params[i].OnConflict == prescient.ConflictKeep {
+				if params[i].OnConflict == driver.ConflictKeep {
 					keep = append(keep, i)
 				} else {
 					replace = append(replace, i)
@@ -96,7 +96,7 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*prescient.Job
 // scheduleRounds splits the indexes of params into rounds in which no job
 // appears twice (round n holds the n-th mention of each job), because one
 // upsert statement may not touch a row twice.
-func scheduleRounds(params []*prescient.JobScheduleParams) [][]int {
+func scheduleRounds(params []*driver.JobScheduleParams) [][]int {
 	seen := make(map[jobKey]int, len(params))
 	var rounds [][]int
 	for i, p := range params {
@@ -112,7 +112,7 @@ func scheduleRounds(params []*prescient.JobScheduleParams) [][]int {
 }
 
 // scheduleArgs returns the unnest arrays of the jobs params[idx].
-func scheduleArgs(params []*prescient.JobScheduleParams, idx []int) []any {
+func scheduleArgs(params []*driver.JobScheduleParams, idx []int) []any {
 	var (
 		entities = make([]string, len(idx))
 		keys     = make([]string, len(idx))
@@ -143,7 +143,7 @@ const scheduleInsert = `
 	ON CONFLICT (entity, entity_key, check_name) DO UPDATE`
 
 // scheduleReplace upserts the jobs params[idx] with ConflictReplace.
-func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*prescient.JobScheduleParams, idx []int, results []*prescient.JobScheduleResult) error {
+func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -167,7 +167,7 @@ func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*prescient.JobSche
 // scheduleKeep upserts the jobs params[idx] with ConflictKeep: the insert
 // returns the new rows only, and locks the pending ones it leaves alone, which
 // a second query then reads.
-func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*prescient.JobScheduleParams, idx []int, results []*prescient.JobScheduleResult) error {
+func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -205,22 +205,22 @@ func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*prescient.JobSchedul
 }
 
 // collectScheduled reads rows of jobColumns and an inserted flag by identity.
-func collectScheduled(rows pgx.Rows) (map[jobKey]*prescient.JobScheduleResult, error) {
+func collectScheduled(rows pgx.Rows) (map[jobKey]*driver.JobScheduleResult, error) {
 	defer rows.Close()
-	got := make(map[jobKey]*prescient.JobScheduleResult)
+	got := make(map[jobKey]*driver.JobScheduleResult)
 	for rows.Next() {
 		var inserted bool
 		j, err := scanJob(rows, &inserted)
 		if err != nil {
 			return nil, err
 		}
-		got[jobKey{j.Entity, j.Key, j.Check}] = &prescient.JobScheduleResult{Job: j, Inserted: inserted}
+		got[jobKey{j.Entity, j.Key, j.Check}] = &driver.JobScheduleResult{Job: j, Inserted: inserted}
 	}
 	return got, rows.Err()
 }
 
 // placeScheduled puts each job's row at its params index.
-func placeScheduled(params []*prescient.JobScheduleParams, idx []int, got map[jobKey]*prescient.JobScheduleResult, results []*prescient.JobScheduleResult) error {
+func placeScheduled(params []*driver.JobScheduleParams, idx []int, got map[jobKey]*driver.JobScheduleResult, results []*driver.JobScheduleResult) error {
 	for _, i := range idx {
 		p := params[i]
 		r, ok := got[jobKey{p.Entity, p.Key, p.Check}]
@@ -235,7 +235,7 @@ func placeScheduled(params []*prescient.JobScheduleParams, idx []int, got map[jo
 // JobReschedule moves the job's next check to p.At in the caller's
 // transaction or its own. It leaves the failure count alone, unlike
 // scheduling with ConflictReplace.
-func (s *Store) JobReschedule(ctx context.Context, tx any, p *prescient.JobRescheduleParams) (*prescient.Job, error) {
+func (s *Store) JobReschedule(ctx context.Context, tx any, p *driver.JobRescheduleParams) (*driver.Job, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
@@ -265,7 +265,7 @@ const historyMove = `
 // JobCancel moves the matching jobs to history as cancelled, in the caller's
 // transaction or as one statement of its own. A job being processed is waited
 // for; if it is still pending afterwards, it is cancelled.
-func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelParams) (int, error) {
+func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams) (int, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, err)
@@ -286,7 +286,7 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelPar
 // JobResolve moves to history as resolved the entity's jobs whose check
 // awaits p.Event in prescient_catalog, in the caller's transaction or as one
 // statement of its own.
-func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveParams) (int, error) {
+func (s *Store) JobResolve(ctx context.Context, tx any, p *driver.JobResolveParams) (int, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, err)
@@ -306,7 +306,7 @@ func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveP
 }
 
 // JobGet returns the pending job (entity, key, check), or ErrNotFound.
-func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescient.Job, error) {
+func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.Job, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `
 		SELECT `+jobColumns+` FROM prescient_jobs j
 		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3`, entity, key, check))
@@ -317,16 +317,16 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescie
 }
 
 // JobsDue pages through the slot on the (next_check_at, id) index.
-func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*prescient.DueJob, error) {
+func (s *Store) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT id, check_name FROM prescient_jobs
 		WHERE next_check_at = $1 AND id > $2
-		ORDER BY id LIMIT $3`, p.Slot, p.AfterID, p.Limit)
+		ORDER BY id LIMIT $3`, planEachTime, p.Slot, p.AfterID, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
 	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.DueJob, error) {
-		var d prescient.DueJob
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.DueJob, error) {
+		var d driver.DueJob
 		return &d, row.Scan(&d.ID, &d.Check)
 	})
 	if err != nil {
@@ -365,7 +365,7 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 }
 
 // JobsReslot moves overdue jobs not held by a processor to p.To.
-func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (int, error) {
+func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int, error) {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
 		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 FOR UPDATE SKIP LOCKED)`,
@@ -379,8 +379,8 @@ func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (
 // JobStats reads its figures from one snapshot. It counts the whole pending
 // table and is meant for status, not for a hot path. Upcoming lists at most
 // p.Upcoming slots (none when it is 0).
-func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*prescient.JobStats, error) {
-	st := &prescient.JobStats{ByCheck: make(map[string]int)}
+func (s *Store) JobStats(ctx context.Context, p *driver.JobStatsParams) (*driver.JobStats, error) {
+	st := &driver.JobStats{ByCheck: make(map[string]int)}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
 		var oldest *time.Time
@@ -399,8 +399,8 @@ func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*pre
 		if err != nil {
 			return err
 		}
-		st.Upcoming, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (prescient.SlotLoad, error) {
-			var l prescient.SlotLoad
+		st.Upcoming, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.SlotLoad, error) {
+			var l driver.SlotLoad
 			err := row.Scan(&l.Slot, &l.Jobs)
 			l.Slot = l.Slot.UTC()
 			return l, err

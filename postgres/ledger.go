@@ -8,13 +8,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
 // SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, start
 // and counts, clearing any earlier finish: a slot fired again starts over.
-func (s *Store) SlotStart(ctx context.Context, r *prescient.SlotRecord) error {
+func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
 		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), err)
@@ -39,7 +39,7 @@ func (s *Store) SlotStart(ctx context.Context, r *prescient.SlotRecord) error {
 // SlotFinish writes r's kind, finish and counts into the ledger row of
 // (r.Slot, r.Server). If SlotStart's row is missing (pruned, say), it creates
 // it with r.StartedAt; otherwise the recorded start stays.
-func (s *Store) SlotFinish(ctx context.Context, r *prescient.SlotRecord) error {
+func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
 		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), err)
@@ -63,7 +63,7 @@ func (s *Store) SlotFinish(ctx context.Context, r *prescient.SlotRecord) error {
 
 // SlotList returns ledger rows with slots in [p.Since, p.Until), newest slot
 // first and, within a slot, by server name.
-func (s *Store) SlotList(ctx context.Context, p *prescient.SlotListParams) ([]*prescient.SlotRecord, error) {
+func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driver.SlotRecord, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = 100
@@ -78,9 +78,9 @@ func (s *Store) SlotList(ctx context.Context, p *prescient.SlotListParams) ([]*p
 	if err != nil {
 		return nil, fmt.Errorf("list slots: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.SlotRecord, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.SlotRecord, error) {
 		var (
-			r        prescient.SlotRecord
+			r        driver.SlotRecord
 			finished *time.Time
 			outcomes []byte
 			lateness int64

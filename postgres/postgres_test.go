@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
@@ -179,7 +183,7 @@ func TestSQLCancelAndResolve(t *testing.T) {
 	if err := s.GridSave(ctx, slots.Grid{Resolution: 15 * time.Minute}); err != nil {
 		t.Fatalf("save grid: %v", err)
 	}
-	if err := s.CatalogSave(ctx, []prescient.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
+	if err := s.CatalogSave(ctx, []driver.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
 		t.Fatalf("save catalog: %v", err)
 	}
 	at := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
@@ -348,7 +352,7 @@ func TestMigrateConcurrentlyOnFreshSchema(t *testing.T) {
 	if applied != 1 || tables != 7 {
 		t.Errorf("after concurrent migrations: %d versions applied, %d prescient tables in the schema; want 1 and 7 (six tables and goose's)", applied, tables)
 	}
-	if _, err := stores[1].JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+	if _, err := stores[1].JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "1", Check: "unshipped", At: time.Now().UTC(), Now: time.Now().UTC(),
 	}}); err != nil {
 		t.Errorf("schedule after migrating: %v", err)
@@ -365,7 +369,7 @@ func TestTxTypeNamesWhatItGot(t *testing.T) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer sqlTx.Rollback()
-	_, err = s.JobCancel(t.Context(), sqlTx, &prescient.JobCancelParams{Entity: "order", Key: "1", By: "api"})
+	_, err = s.JobCancel(t.Context(), sqlTx, &driver.JobCancelParams{Entity: "order", Key: "1", By: "api"})
 	if !errors.Is(err, prescient.ErrTxType) || !strings.Contains(err.Error(), "*sql.Tx") {
 		t.Errorf("cancel with a *sql.Tx: %v, want ErrTxType naming *sql.Tx", err)
 	}
@@ -377,9 +381,9 @@ var slotAt = time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
 // scheduleAt schedules jobs order/<key>/unshipped at slot s and returns their ids.
 func scheduleAt(t *testing.T, s *postgres.Store, at time.Time, keys ...string) []int64 {
 	t.Helper()
-	var params []*prescient.JobScheduleParams
+	var params []*driver.JobScheduleParams
 	for _, k := range keys {
-		params = append(params, &prescient.JobScheduleParams{Entity: "order", Key: k, Check: "unshipped", At: at, Now: at})
+		params = append(params, &driver.JobScheduleParams{Entity: "order", Key: k, Check: "unshipped", At: at, Now: at})
 	}
 	res, err := s.JobSchedule(t.Context(), nil, params)
 	if err != nil {
@@ -398,16 +402,16 @@ func TestReslotSkipsJobsBeingProcessed(t *testing.T) {
 	held := scheduleAt(t, s, slotAt, "held")
 	scheduleAt(t, s, slotAt, "free")
 	to := slotAt.Add(time.Hour)
-	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: held, Slot: slotAt, Now: slotAt, Server: "srv-1"},
-		func(ctx context.Context, _ checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			n, err := s.JobsReslot(ctx, &prescient.JobsReslotParams{Before: to, To: to, Now: slotAt})
-			if err != nil || n != 1 {
-				t.Errorf("reslot while one job is held: %d, %v; want 1, nil", n, err)
-			}
-			return &prescient.ProcessResult{Decisions: make([]prescient.Decision, len(jobs))}
-		})
-	if err != nil {
-		t.Fatalf("process: %v", err)
+	tx := begin(t, s)
+	if jobs, err := tx.Claim(t.Context(), &driver.ClaimParams{IDs: held, Slot: slotAt}); err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %d jobs, %v; want 1", len(jobs), err)
+	}
+	n, err := s.JobsReslot(t.Context(), &driver.JobsReslotParams{Before: to, To: to, Now: slotAt})
+	if err != nil || n != 1 {
+		t.Errorf("reslot while one job is held: %d, %v; want 1, nil", n, err)
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 	for key, want := range map[string]time.Time{"held": slotAt, "free": to} {
 		j, err := s.JobGet(t.Context(), "order", key, "unshipped")
@@ -417,7 +421,21 @@ func TestReslotSkipsJobsBeingProcessed(t *testing.T) {
 	}
 }
 
-func TestProcessDiscardsAfterACancelledQuery(t *testing.T) {
+// begin starts a processing transaction, rolled back when the test ends.
+func begin(t *testing.T, s *postgres.Store) driver.Tx {
+	t.Helper()
+	tx, err := s.Begin(t.Context())
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+// A check's query cut short (by its runtime guard, say) aborts the check's
+// savepoint; rolling back to it revives the transaction: the other checks'
+// writes and every decision still commit.
+func TestSavepointRevivesACancelledQuery(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	if _, err := s.Pool().Exec(t.Context(), `CREATE TABLE effects (job_id bigint PRIMARY KEY)`); err != nil {
@@ -425,114 +443,154 @@ func TestProcessDiscardsAfterACancelledQuery(t *testing.T) {
 	}
 	ids := scheduleAt(t, s, slotAt, "1", "2")
 	next := slotAt.Add(15 * time.Minute)
-	n, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
-		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, jobs[0].ID); err != nil {
-				t.Errorf("write effect: %v", err)
-			}
-			// A check's query cut short by its runtime guard aborts the
-			// transaction; discarding the checks' writes revives it.
-			qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			if _, err := tx.Exec(qctx, `SELECT pg_sleep(30)`); err == nil {
-				t.Errorf("a query past its deadline succeeded")
-			}
-			return &prescient.ProcessResult{Discard: true, Decisions: []prescient.Decision{
-				{Next: next, Err: "runtime exceeded"},
-				{Outcome: history.Done, Checked: true},
-			}}
-		})
-	if err != nil || n != 2 {
-		t.Fatalf("process: %d, %v; want 2, nil", n, err)
+	ctx := t.Context()
+	tx := begin(t, s)
+	if jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt}); err != nil || len(jobs) != 2 {
+		t.Fatalf("claim: %d jobs, %v; want 2", len(jobs), err)
 	}
-	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
+	// The first check writes, then its query overruns.
+	if err := tx.Savepoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ids[0]); err != nil {
+		t.Fatalf("write effect: %v", err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tx.Exec(qctx, `SELECT pg_sleep(30)`); err == nil {
+		t.Fatal("a query past its deadline succeeded")
+	}
+	if !tx.Aborted() {
+		t.Error("Aborted after a cancelled query: false, want true")
+	}
+	if err := tx.RollbackTo(ctx); err != nil {
+		t.Fatalf("rollback to savepoint: %v", err)
+	}
+	// The second check runs and keeps its write.
+	if err := tx.Savepoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, ids[1]); err != nil {
+		t.Fatalf("write effect after the rollback: %v", err)
+	}
+	if err := tx.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Apply(ctx, &driver.ApplyParams{Slot: slotAt, Now: slotAt, Server: "srv-1", Decisions: []driver.Decision{
+		{ID: ids[0], Next: next, Err: "runtime exceeded"},
+		{ID: ids[1], Outcome: history.Done, Checked: true},
+	}}); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	j, err := s.JobGet(ctx, "order", "1", "unshipped")
 	if err != nil || !j.NextCheckAt.Equal(next) || j.FailureCount != 1 || j.LastError != "runtime exceeded" {
 		t.Errorf("failed job: %+v, %v; want it at %v with one failure", j, err, next)
 	}
-	if _, err := s.JobGet(t.Context(), "order", "2", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+	if _, err := s.JobGet(ctx, "order", "2", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
 		t.Errorf("done job still pending: %v", err)
 	}
-	var effects int
-	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil || effects != 0 {
-		t.Errorf("effects: %d, %v; want 0", effects, err)
+	var effects []int64
+	rows, _ := s.Pool().Query(ctx, `SELECT job_id FROM effects`)
+	effects, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(effects) != 1 || effects[0] != ids[1] {
+		t.Errorf("effects: %v, %v; want only job %d's", effects, err, ids[1])
 	}
 }
 
-func TestProcessCutsOffChecksThatOutliveTheirCall(t *testing.T) {
+// Claim skips jobs another transaction holds; with LockWait it waits for
+// them, and reports ErrLockTimeout if they stay held.
+func TestClaimLockWait(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ids := scheduleAt(t, s, slotAt, "1", "2")
+	ctx := t.Context()
+	holder := begin(t, s)
+	if jobs, err := holder.Claim(ctx, &driver.ClaimParams{IDs: ids[:1], Slot: slotAt}); err != nil || len(jobs) != 1 {
+		t.Fatalf("claim: %d jobs, %v; want 1", len(jobs), err)
+	}
+	skip := begin(t, s)
+	jobs, err := skip.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != ids[1] {
+		t.Errorf("claim beside a holder: %v, %v; want only job %d", jobs, err, ids[1])
+	}
+	_ = skip.Rollback(ctx)
+	wait := begin(t, s)
+	_, err = wait.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt, LockWait: 50 * time.Millisecond})
+	if !errors.Is(err, driver.ErrLockTimeout) {
+		t.Errorf("claim waiting for a holder: %v, want ErrLockTimeout", err)
+	}
+	if wait.Err() == nil {
+		t.Error("Err after a lock timeout: nil, want the transaction reported unusable")
+	}
+}
+
+// A transaction whose connection is lost reports it, and commits nothing.
+func TestConnectionLostBreaksTheTransaction(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ids := scheduleAt(t, s, slotAt, "1")
-	next := slotAt.Add(15 * time.Minute)
-	straggler := make(chan error, 1)
-	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
-		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			started := make(chan struct{})
-			go func() {
-				close(started)
-				_, err := tx.Exec(context.Background(), `SELECT pg_sleep(30)`)
-				straggler <- err
-			}()
-			<-started
-			return &prescient.ProcessResult{Decisions: []prescient.Decision{{Next: next, Checked: true}}}
-		})
-	// Cutting the straggler off aborts the transaction, and the check's
-	// writes with it: nothing may be recorded, and the job stays due.
+	ctx := t.Context()
+	tx := begin(t, s)
+	if _, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Raw().(pgx.Tx).Conn().Close(ctx); err != nil {
+		t.Fatalf("close the connection: %v", err)
+	}
+	if tx.Err() == nil {
+		t.Error("Err after the connection closed: nil")
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("a statement after the connection closed: no error")
+	}
+	err := tx.Apply(ctx, &driver.ApplyParams{Slot: slotAt, Now: slotAt, Server: "srv-1",
+		Decisions: []driver.Decision{{ID: ids[0], Outcome: history.Done, Checked: true}}})
 	if err == nil {
-		t.Fatal("process: nil error; want the lost transaction reported")
+		err = tx.Commit(ctx)
 	}
-	if err := <-straggler; err == nil {
-		t.Errorf("a check's query after its call returned succeeded")
+	if err == nil {
+		t.Fatal("apply and commit after the connection closed: no error")
 	}
-	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
-	if err != nil || !j.NextCheckAt.Equal(slotAt) || j.CheckCount != 0 {
-		t.Errorf("job: %+v, %v; want it still due at %v with no check counted", j, err, slotAt)
+	if j, err := s.JobGet(ctx, "order", "1", "unshipped"); err != nil || j.CheckCount != 0 {
+		t.Errorf("job: %+v, %v; want it pending, unchecked", j, err)
 	}
 }
 
-// A check that meant to keep its writes loses them with the connection:
-// recording its results would claim effects that never committed, so the
-// jobs stay due, untouched, to run again.
-func TestProcessAppliesNothingWhenTheConnectionDiesUnderKeptWrites(t *testing.T) {
+// A check's transaction refuses to be ended by the check.
+func TestRawTransactionRefusesToEnd(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if _, err := s.Pool().Exec(t.Context(), `CREATE TABLE effects (job_id bigint PRIMARY KEY)`); err != nil {
-		t.Fatalf("create table: %v", err)
+	tx := begin(t, s)
+	raw := tx.Raw().(pgx.Tx)
+	if err := raw.Commit(t.Context()); err == nil {
+		t.Error("Commit of the raw transaction: no error")
 	}
-	ids := scheduleAt(t, s, slotAt, "1", "2")
-	next := slotAt.Add(15 * time.Minute)
-	_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt.Add(time.Second), Server: "srv-1"},
-		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1)`, jobs[0].ID); err != nil {
-				t.Errorf("write effect: %v", err)
-			}
-			if err := tx.Driver().(pgx.Tx).Conn().Close(ctx); err != nil {
-				t.Errorf("close the connection: %v", err)
-			}
-			return &prescient.ProcessResult{Decisions: []prescient.Decision{
-				{Next: next, Checked: true},
-				{Outcome: history.Done, Checked: true},
-			}}
-		})
-	if err == nil {
-		t.Fatal("process: nil error; want the lost transaction reported")
+	if err := raw.Rollback(t.Context()); err == nil {
+		t.Error("Rollback of the raw transaction: no error")
 	}
-	for _, key := range []string{"1", "2"} {
-		j, err := s.JobGet(t.Context(), "order", key, "unshipped")
-		if err != nil || !j.NextCheckAt.Equal(slotAt) || j.CheckCount != 0 {
-			t.Errorf("job %s: %+v, %v; want it still due at %v, unchecked", key, j, err, slotAt)
-		}
+	// A savepoint of the check's own still works.
+	sp, err := raw.Begin(t.Context())
+	if err != nil {
+		t.Fatalf("savepoint of the check's own: %v", err)
 	}
-	recs, err := s.HistoryList(t.Context(), history.Filter{Entity: "order"})
-	if err != nil || len(recs) != 0 {
-		t.Errorf("history: %+v, %v; want none", recs, err)
+	if _, err := sp.Exec(t.Context(), `SELECT 1/0`); err == nil {
+		t.Fatal("division by zero: no error")
 	}
-	var effects int
-	if err := s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil || effects != 0 {
-		t.Errorf("effects: %d, %v; want 0, lost with the connection", effects, err)
+	if err := sp.Rollback(t.Context()); err != nil {
+		t.Fatalf("roll back the check's savepoint: %v", err)
+	}
+	if tx.Aborted() || tx.Err() != nil {
+		t.Errorf("after the check's own savepoint rolled back: aborted %v, err %v; want false, nil", tx.Aborted(), tx.Err())
 	}
 }
 
-func TestProcessWithPgxDefaultCancellation(t *testing.T) {
+// A pool passed to New with pgx's default cancellation closes the connection
+// on a cancelled query, and the group's transaction with it: the check that
+// overran still counts a failure, recorded in a fresh transaction.
+func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.Schema(t)
 	cfg, err := pgxpool.ParseConfig(url)
@@ -542,7 +600,7 @@ func TestProcessWithPgxDefaultCancellation(t *testing.T) {
 	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	// pgx's default: a cancelled query closes the connection and cancels the
 	// server session asynchronously, so its locks may outlive the transaction
-	// JobsProcess sees die, and New must cope with such a pool.
+	// the engine sees die, and New must cope with such a pool.
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -552,23 +610,26 @@ func TestProcessWithPgxDefaultCancellation(t *testing.T) {
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	ids := scheduleAt(t, s, slotAt, "1")
-	next := slotAt.Add(15 * time.Minute)
-	_, err = s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slotAt, Now: slotAt, Server: "srv-1"},
-		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			qctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			if _, err := tx.Exec(qctx, `SELECT pg_sleep(1)`); err == nil {
-				t.Errorf("a query past its deadline succeeded")
-			}
-			return &prescient.ProcessResult{Discard: true, Decisions: []prescient.Decision{{Next: next, Err: "runtime exceeded"}}}
-		})
+	reg := &checks.Registry{}
+	if err := reg.Register("unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		_, err := j.Tx.Exec(ctx, `SELECT pg_sleep(1)`)
+		return time.Time{}, err
+	}, &checks.Opts{Guards: guards.Limits{Runtime: 50 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute},
+		Checks: reg, Now: func() time.Time { return slotAt }, Logger: quietLogger()})
 	if err != nil {
-		t.Fatalf("process: %v", err)
+		t.Fatal(err)
+	}
+	scheduleAt(t, s, slotAt, "1")
+	rec, err := c.FireSlot(t.Context(), slotAt)
+	if err != nil {
+		t.Fatalf("fire: %v", err)
 	}
 	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
-	if err != nil || !j.NextCheckAt.Equal(next) || j.FailureCount != 1 {
-		t.Errorf("job: %+v, %v; want it at %v with one failure", j, err, next)
+	if err != nil || j.FailureCount != 1 || !j.NextCheckAt.After(slotAt) || rec.Failures != 1 {
+		t.Errorf("job: %+v, %v, slot record %+v; want one failure recorded and the job moved on", j, err, rec)
 	}
 }
 
@@ -738,4 +799,9 @@ func TestSQLScheduleUsesStatementTime(t *testing.T) {
 	if !created.Equal(stmt) || !updated.Equal(stmt) {
 		t.Errorf("created_at %s, updated_at %s; want both the statement's time %s", created, updated, stmt)
 	}
+}
+
+// quietLogger keeps the engine's expected warnings out of the test output.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -6,11 +6,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // ServerHeartbeat upserts the server's row with every field of srv.
-func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) error {
+func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	positions := srv.Positions
 	if positions == nil {
 		positions = []int{}
@@ -27,14 +27,14 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) erro
 }
 
 // ServerList returns the registered servers by name; Positions is never nil.
-func (s *Store) ServerList(ctx context.Context) ([]*prescient.Server, error) {
+func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*prescient.Server, error) {
-		var srv prescient.Server
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Server, error) {
+		var srv driver.Server
 		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions); err != nil {
 			return nil, err
 		}

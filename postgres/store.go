@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -32,7 +32,7 @@ type Store struct {
 	schema string
 }
 
-var _ prescient.Store = (*Store)(nil)
+var _ driver.Driver = (*Store)(nil)
 
 // cancelGrace is how long a query whose context is cancelled may take to
 // acknowledge the server-side cancel before its connection is closed.
@@ -90,6 +90,25 @@ func New(pool *pgxpool.Pool, opts *Opts) *Store {
 	return s
 }
 
+// Driver returns the store itself: it is its own driver.
+func (s *Store) Driver() driver.Driver { return s }
+
+// Features reports that several hosts may share the store, and caps a
+// processing transaction at 64 checks, the subtransactions a PostgreSQL
+// backend caches (PGPROC_MAX_CACHED_SUBXIDS): past that, while the
+// transaction lasts, every snapshot on the server must consult pg_subtrans.
+func (s *Store) Features() driver.Features {
+	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize}
+}
+
+// MaxGroupSize is the largest group of checks one processing transaction
+// runs on PostgreSQL: see Features.
+const MaxGroupSize = 64
+
+// UnwrapTx returns tx as the store's methods take it; it ties the store to
+// pgx.Tx for prescient.TypedClient.
+func (s *Store) UnwrapTx(tx pgx.Tx) any { return tx }
+
 // Pool returns the store's pool, for applications that want to begin a
 // pgx.Tx to pass to the methods that take one.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -106,7 +125,7 @@ type querier interface {
 }
 
 // callerTx returns the caller's transaction, nil when tx is nil, or an error
-// wrapping prescient.ErrTxType naming the type received.
+// wrapping driver.ErrTxType naming the type received.
 func callerTx(tx any) (pgx.Tx, error) {
 	switch t := tx.(type) {
 	case nil:
@@ -114,7 +133,7 @@ func callerTx(tx any) (pgx.Tx, error) {
 	case pgx.Tx:
 		return t, nil
 	default:
-		return nil, fmt.Errorf("%w: the PostgreSQL store takes a pgx.Tx, got %T", prescient.ErrTxType, tx)
+		return nil, fmt.Errorf("%w: the PostgreSQL store takes a pgx.Tx, got %T", driver.ErrTxType, tx)
 	}
 }
 
@@ -160,7 +179,7 @@ func (s *Store) GridSave(ctx context.Context, g slots.Grid) error {
 
 // CatalogSave upserts the catalog entries in one transaction; of two entries
 // with the same check, the later wins.
-func (s *Store) CatalogSave(ctx context.Context, entries []prescient.CatalogEntry) error {
+func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}

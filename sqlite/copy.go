@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -23,16 +23,16 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 }
 
 // CatalogList reads prescient_catalog, sorted by check name (byte order).
-func (s *Store) CatalogList(ctx context.Context) ([]prescient.CatalogEntry, error) {
+func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name`)
 	if err != nil {
 		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
 	}
 	defer rows.Close()
-	var out []prescient.CatalogEntry
+	var out []driver.CatalogEntry
 	for rows.Next() {
 		var (
-			e      prescient.CatalogEntry
+			e      driver.CatalogEntry
 			awaits string
 		)
 		if err := rows.Scan(&e.Check, &awaits); err != nil {
@@ -50,7 +50,7 @@ func (s *Store) CatalogList(ctx context.Context) ([]prescient.CatalogEntry, erro
 }
 
 // JobsExport pages through prescient_jobs on its primary key.
-func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*prescient.Job, error) {
+func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*driver.Job, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("export jobs: limit %d must be positive", limit)
 	}
@@ -60,7 +60,7 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*pr
 		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
 	}
 	defer rows.Close()
-	out := []*prescient.Job{}
+	out := []*driver.Job{}
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
@@ -76,8 +76,8 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*pr
 
 // JobsImport checks jobs for collisions and inserts them one row at a time,
 // in the caller's transaction or an IMMEDIATE one of its own.
-func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*prescient.Job) error {
-	if err := prescient.CheckJobsImport(jobs); err != nil {
+func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*driver.Job) error {
+	if err := driver.CheckJobsImport(jobs); err != nil {
 		return err
 	}
 	if len(jobs) == 0 {

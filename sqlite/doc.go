@@ -1,4 +1,4 @@
-// Package sqlite is prescient's embedded store: it implements prescient.Store
+// Package sqlite is prescient's embedded store: it implements driver.Driver
 // on a single SQLite file through modernc.org/sqlite, a pure-Go driver (no
 // cgo), and applies the migrations embedded in the migrations package with
 // goose. It is the default for a single server and for a first run on a fresh
@@ -34,7 +34,7 @@
 // # Transactions
 //
 // Methods that take tx accept a *sql.Tx begun on DB(); anything else is an
-// error wrapping prescient.ErrTxType. DB() begins transactions with BEGIN
+// error wrapping driver.ErrTxType. DB() begins transactions with BEGIN
 // IMMEDIATE, so that an application's "order placed" and "check scheduled"
 // commit together without lock upgrades. SQLite has no SQL functions callable
 // from other languages' transactions: the SQL API of the PostgreSQL store

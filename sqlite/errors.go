@@ -8,11 +8,11 @@ import (
 
 	msqlite "modernc.org/sqlite"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // interpretError translates an error from database/sql or the driver into the
-// domain's terms at the store's boundary: no rows is prescient.ErrNotFound,
+// domain's terms at the store's boundary: no rows is driver.ErrNotFound,
 // and an SQLite error keeps its message and result code but not its driver
 // type. Other errors (a cancelled context, a closed database) pass through
 // unchanged, so that errors.Is still finds context.Canceled and its kin.
@@ -21,12 +21,12 @@ func interpretError(err error) error {
 		return nil
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return prescient.ErrNotFound
+		return driver.ErrNotFound
 	}
 	var se *msqlite.Error
 	if errors.As(err, &se) {
 		if strings.Contains(se.Error(), "no such table: prescient_") {
-			return fmt.Errorf("%w (sqlite: %s)", prescient.ErrNotMigrated, se.Error())
+			return fmt.Errorf("%w (sqlite: %s)", driver.ErrNotMigrated, se.Error())
 		}
 		return fmt.Errorf("sqlite: %s", se.Error())
 	}

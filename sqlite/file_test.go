@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/sqlite"
 )
@@ -22,9 +22,9 @@ var slot1 = time.Date(2031, time.March, 4, 5, 15, 0, 0, time.UTC)
 // scheduleN schedules n jobs in slot1 and returns their ids.
 func scheduleN(t *testing.T, s *sqlite.Store, n int) []int64 {
 	t.Helper()
-	var params []*prescient.JobScheduleParams
+	var params []*driver.JobScheduleParams
 	for i := range n {
-		params = append(params, &prescient.JobScheduleParams{
+		params = append(params, &driver.JobScheduleParams{
 			Entity: "order", Key: fmt.Sprint(i), Check: "unshipped", At: slot1, Now: slot1.Add(-time.Hour),
 		})
 	}
@@ -37,6 +37,25 @@ func scheduleN(t *testing.T, s *sqlite.Store, n int) []int64 {
 		ids[i] = r.Job.ID
 	}
 	return ids
+}
+
+// processJobs claims ids in slot1 on s, has fn run the checks and decide
+// each claimed job, applies the decisions and commits.
+func processJobs(ctx context.Context, s *sqlite.Store, ids []int64, server string, fn func(tx driver.Tx, jobs []*checks.Job) []driver.Decision) error {
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slot1})
+	if err != nil {
+		return err
+	}
+	ds := fn(tx, jobs)
+	if err := tx.Apply(ctx, &driver.ApplyParams{Slot: slot1, Now: slot1, Server: server, Decisions: ds}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // TestTwoStoresProcessOnce opens the same file twice, as two processes would,
@@ -70,20 +89,19 @@ func TestTwoStoresProcessOnce(t *testing.T) {
 			for len(order) > 0 {
 				batch := order[:min(20, len(order))]
 				order = order[len(batch):]
-				_, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: batch, Slot: slot1, Now: slot1, Server: server},
-					func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-						res := &prescient.ProcessResult{}
-						for _, j := range jobs {
-							mu.Lock()
-							seen[j.ID]++
-							mu.Unlock()
-							if _, err := tx.Exec(ctx, `INSERT INTO effects (job_id, server) VALUES ($1, $2)`, j.ID, server); err != nil {
-								t.Errorf("effect of job %d: %v", j.ID, err)
-							}
-							res.Decisions = append(res.Decisions, prescient.Decision{Outcome: history.Done, Checked: true})
+				err := processJobs(t.Context(), s, batch, server, func(tx driver.Tx, jobs []*checks.Job) []driver.Decision {
+					var ds []driver.Decision
+					for _, j := range jobs {
+						mu.Lock()
+						seen[j.ID]++
+						mu.Unlock()
+						if _, err := tx.Exec(t.Context(), `INSERT INTO effects (job_id, server) VALUES ($1, $2)`, j.ID, server); err != nil {
+							t.Errorf("effect of job %d: %v", j.ID, err)
 						}
-						return res
-					})
+						ds = append(ds, driver.Decision{ID: j.ID, Outcome: history.Done, Checked: true})
+					}
+					return ds
+				})
 				if err != nil {
 					t.Errorf("%s: process: %v", server, err)
 					return
@@ -162,7 +180,7 @@ func TestTimesTruncateToMicrosUTC(t *testing.T) {
 		// Before the epoch, truncation still goes towards the past.
 		{time.Date(1969, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC)},
 	} {
-		res, err := s.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+		res, err := s.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 			Entity: "order", Key: fmt.Sprint(i), Check: "unshipped", At: tc.at, Now: tc.at,
 		}})
 		if err != nil {
@@ -181,7 +199,7 @@ func TestTimesTruncateToMicrosUTC(t *testing.T) {
 			}
 		}
 		// The slot lookups match the truncated time exactly.
-		due, err := s.JobsDue(t.Context(), &prescient.JobsDueParams{Slot: tc.want.In(ist), Limit: 10})
+		due, err := s.JobsDue(t.Context(), &driver.JobsDueParams{Slot: tc.want.In(ist), Limit: 10})
 		if err != nil || len(due) != 1 || due[0].ID != got.ID {
 			t.Errorf("case %d: due at %s: %v, %v; want job %d", i, tc.want, due, err, got.ID)
 		}
@@ -245,69 +263,70 @@ func TestWALAndImmediate(t *testing.T) {
 	}
 	defer tx.Rollback()
 	// The transaction has not written yet, but already holds the lock.
-	_, err = b.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}})
+	_, err = b.JobSchedule(ctx, nil, []*driver.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}})
 	if err == nil || !strings.Contains(err.Error(), "database is locked") {
 		t.Fatalf("schedule beside an open transaction: %v, want database is locked", err)
 	}
 	// Readers are not blocked in WAL mode.
-	if _, err := b.JobsDue(ctx, &prescient.JobsDueParams{Slot: slot1, Limit: 1}); err != nil {
+	if _, err := b.JobsDue(ctx, &driver.JobsDueParams{Slot: slot1, Limit: 1}); err != nil {
 		t.Fatalf("read beside an open transaction: %v", err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.JobSchedule(ctx, nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}}); err != nil {
+	if _, err := b.JobSchedule(ctx, nil, []*driver.JobScheduleParams{{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}}); err != nil {
 		t.Fatalf("schedule after the transaction ended: %v", err)
 	}
 }
 
-// TestProcessTxRolledBackUnderChecks interrupts a check's write, which makes
-// SQLite roll the whole transaction back: the checks' later statements must
-// fail rather than commit on their own, and the decisions must still be
-// applied in a fresh transaction.
-func TestProcessTxRolledBackUnderChecks(t *testing.T) {
+// TestTxRolledBackUnderChecks interrupts a check's write, which makes SQLite
+// roll the whole transaction back: the transaction must say so, and later
+// statements must fail rather than run (and commit) on their own.
+func TestTxRolledBackUnderChecks(t *testing.T) {
 	s := openStore(t)
 	if _, err := s.DB().ExecContext(t.Context(), `CREATE TABLE effects (n INTEGER NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	ids := scheduleN(t, s, 1)
-	next := slot1.Add(15 * time.Minute)
-	var firstErr, laterErr error
-	n, err := s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: ids, Slot: slot1, Now: slot1, Server: "srv"},
-		func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-			// A write far too long to finish before its deadline.
-			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-			defer cancel()
-			_, firstErr = tx.Exec(short, `
-				WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)
-				INSERT INTO effects (n) SELECT i FROM c`)
-			_, laterErr = tx.Exec(ctx, `INSERT INTO effects (n) VALUES (-1)`)
-			return &prescient.ProcessResult{Decisions: []prescient.Decision{{Next: next, Checked: true, Err: ""}}}
-		})
-	// The check meant to keep its writes, and they died with the
-	// transaction: nothing is recorded and the job stays due.
-	if err == nil {
-		t.Fatalf("process: %d, nil error; want the lost transaction reported", n)
+	ctx := t.Context()
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if firstErr == nil {
+	defer tx.Rollback(ctx)
+	if _, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slot1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Savepoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A write far too long to finish before its deadline.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := tx.Exec(short, `
+		WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)
+		INSERT INTO effects (n) SELECT i FROM c`); err == nil {
 		t.Fatal("the interrupted write succeeded")
 	}
-	if laterErr == nil {
+	if tx.Err() == nil {
+		t.Fatal("Err after SQLite rolled the transaction back: nil")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO effects (n) VALUES (-1)`); err == nil {
 		t.Error("a write after SQLite rolled the transaction back succeeded")
 	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Error("commit after SQLite rolled the transaction back succeeded")
+	}
 	var effects int
-	if err := s.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM effects`).Scan(&effects); err != nil {
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects`).Scan(&effects); err != nil {
 		t.Fatal(err)
 	}
 	if effects != 0 {
 		t.Errorf("%d effects committed, want 0", effects)
 	}
-	j, err := s.JobGet(t.Context(), "order", "0", "unshipped")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !j.NextCheckAt.Equal(slot1) || j.CheckCount != 0 {
-		t.Errorf("job after process: next %s, %d checks; want it still due at %s, unchecked", j.NextCheckAt, j.CheckCount, slot1)
+	j, err := s.JobGet(ctx, "order", "0", "unshipped")
+	if err != nil || !j.NextCheckAt.Equal(slot1) || j.CheckCount != 0 {
+		t.Errorf("job: %+v, %v; want it still due at %s, unchecked", j, err, slot1)
 	}
 }
 
@@ -327,10 +346,10 @@ func TestOpenRejects(t *testing.T) {
 // TestNotFound translates sql.ErrNoRows at the boundary.
 func TestNotFound(t *testing.T) {
 	s := openStore(t)
-	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("get: %v, want ErrNotFound", err)
 	}
-	if _, err := s.JobReschedule(t.Context(), nil, &prescient.JobRescheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}); !errors.Is(err, prescient.ErrNotFound) {
+	if _, err := s.JobReschedule(t.Context(), nil, &driver.JobRescheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slot1, Now: slot1}); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("reschedule: %v, want ErrNotFound", err)
 	}
 }
@@ -379,7 +398,7 @@ func TestNotMigrated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, prescient.ErrNotMigrated) {
+	if _, err := s.JobGet(t.Context(), "order", "1", "unshipped"); !errors.Is(err, driver.ErrNotMigrated) {
 		t.Fatalf("JobGet before Migrate = %v, want ErrNotMigrated", err)
 	}
 }
@@ -410,20 +429,19 @@ func TestProcessWaitsForTheWriteLockUntilItsContextEnds(t *testing.T) {
 	errs := make([]error, len(ids))
 	for i, id := range ids {
 		wg.Go(func() {
-			_, errs[i] = s.JobsProcess(t.Context(), &prescient.JobsProcessParams{IDs: []int64{id}, Slot: slot1, Now: slot1, Server: "srv"},
-				func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-					mu.Lock()
-					running++
-					if running > 1 {
-						t.Errorf("%d batches ran at once, want 1", running)
-					}
-					mu.Unlock()
-					time.Sleep(check) // a slow check, not a synchronisation
-					mu.Lock()
-					running--
-					mu.Unlock()
-					return &prescient.ProcessResult{Decisions: []prescient.Decision{{Outcome: history.Done, Checked: true}}}
-				})
+			errs[i] = processJobs(t.Context(), s, []int64{id}, "srv", func(_ driver.Tx, jobs []*checks.Job) []driver.Decision {
+				mu.Lock()
+				running++
+				if running > 1 {
+					t.Errorf("%d transactions ran at once, want 1", running)
+				}
+				mu.Unlock()
+				time.Sleep(check) // a slow check, not a synchronisation
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return []driver.Decision{{ID: jobs[0].ID, Outcome: history.Done, Checked: true}}
+			})
 		})
 	}
 	wg.Wait()
@@ -455,20 +473,16 @@ func TestWriteBehindACheckGivesUpAfterTheBusyTimeout(t *testing.T) {
 		t.Fatalf("migrate: %v", err)
 	}
 	ids := scheduleN(t, s, 2)
-	process := func(ctx context.Context, id int64, fn prescient.ProcessFunc) error {
-		_, err := s.JobsProcess(ctx, &prescient.JobsProcessParams{IDs: []int64{id}, Slot: slot1, Now: slot1, Server: "srv"}, fn)
-		return err
-	}
 	var scheduleErr, waitErr error
-	err = process(t.Context(), ids[0], func(ctx context.Context, tx checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-		_, scheduleErr = s.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{Entity: "order", Key: "new", Check: "unshipped", At: slot1, Now: slot1}})
+	err = processJobs(t.Context(), s, ids[:1], "srv", func(_ driver.Tx, jobs []*checks.Job) []driver.Decision {
+		_, scheduleErr = s.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{Entity: "order", Key: "new", Check: "unshipped", At: slot1, Now: slot1}})
 		short, cancel := context.WithCancel(t.Context())
 		cancel()
-		waitErr = process(short, ids[1], func(context.Context, checks.Tx, []*checks.Job) *prescient.ProcessResult {
-			t.Error("a second batch ran while the first held the lock")
+		waitErr = processJobs(short, s, ids[1:], "srv", func(driver.Tx, []*checks.Job) []driver.Decision {
+			t.Error("a second transaction ran while the first held the lock")
 			return nil
 		})
-		return &prescient.ProcessResult{Decisions: []prescient.Decision{{Outcome: history.Done, Checked: true}}}
+		return []driver.Decision{{ID: jobs[0].ID, Outcome: history.Done, Checked: true}}
 	})
 	if err != nil {
 		t.Fatalf("process: %v", err)

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // jobColumns are the columns scanJob reads.
@@ -22,9 +22,9 @@ type scanner interface {
 }
 
 // scanJob reads jobColumns, followed by extra destinations.
-func scanJob(row scanner, extra ...any) (*prescient.Job, error) {
+func scanJob(row scanner, extra ...any) (*driver.Job, error) {
 	var (
-		j                             prescient.Job
+		j                             driver.Job
 		first, next, created, updated int64
 		last                          sql.NullInt64
 		lastErr, payload              sql.NullString
@@ -54,14 +54,14 @@ func scanJob(row scanner, extra ...any) (*prescient.Job, error) {
 // at a time in params order: a job named more than once in params is applied
 // once per mention, as if scheduled by successive calls. An empty OnConflict
 // means ConflictReplace. A payload that is not valid JSON is an error.
-func (s *Store) JobSchedule(ctx context.Context, tx any, params []*prescient.JobScheduleParams) ([]*prescient.JobScheduleResult, error) {
+func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobScheduleParams) ([]*driver.JobScheduleResult, error) {
 	for _, p := range params {
-		if p.OnConflict != "" && p.OnConflict != prescient.ConflictReplace && p.OnConflict != prescient.ConflictKeep {
+		if p.OnConflict != "" && p.OnConflict != driver.ConflictReplace && p.OnConflict != driver.ConflictKeep {
 			return nil, fmt.Errorf("schedule %s/%s/%s: unknown conflict rule %q (want %q or %q)",
-				p.Entity, p.Key, p.Check, p.OnConflict, prescient.ConflictReplace, prescient.ConflictKeep)
+				p.Entity, p.Key, p.Check, p.OnConflict, driver.ConflictReplace, driver.ConflictKeep)
 		}
 	}
-	results := make([]*prescient.JobScheduleResult, len(params))
+	results := make([]*driver.JobScheduleResult, len(params))
 	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
 		for i, p := range params {
 			r, err := scheduleOne(ctx, tx, p)
@@ -88,12 +88,12 @@ const scheduleInsert = `
 
 // scheduleOne upserts one job in tx, which holds the write lock, so the job's
 // existence cannot change between the lookup and the upsert.
-func scheduleOne(ctx context.Context, tx *sql.Tx, p *prescient.JobScheduleParams) (*prescient.JobScheduleResult, error) {
+func scheduleOne(ctx context.Context, tx *sql.Tx, p *driver.JobScheduleParams) (*driver.JobScheduleResult, error) {
 	args := []any{p.Entity, p.Key, p.Check, micros(p.At), nullText(p.Payload), micros(p.Now)}
-	if p.OnConflict == prescient.ConflictKeep {
+	if p.OnConflict == driver.ConflictKeep {
 		j, err := scanJob(tx.QueryRowContext(ctx, scheduleInsert+`NOTHING RETURNING `+jobColumns, args...))
 		if err == nil {
-			return &prescient.JobScheduleResult{Job: j, Inserted: true}, nil
+			return &driver.JobScheduleResult{Job: j, Inserted: true}, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return nil, err
@@ -103,7 +103,7 @@ func scheduleOne(ctx context.Context, tx *sql.Tx, p *prescient.JobScheduleParams
 		if err != nil {
 			return nil, err
 		}
-		return &prescient.JobScheduleResult{Job: j}, nil
+		return &driver.JobScheduleResult{Job: j}, nil
 	}
 	var existed bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM prescient_jobs
@@ -120,14 +120,14 @@ func scheduleOne(ctx context.Context, tx *sql.Tx, p *prescient.JobScheduleParams
 	if err != nil {
 		return nil, err
 	}
-	return &prescient.JobScheduleResult{Job: j, Inserted: !existed}, nil
+	return &driver.JobScheduleResult{Job: j, Inserted: !existed}, nil
 }
 
 // JobReschedule moves the job's next check to p.At in the caller's
 // transaction or its own. It leaves the failure count alone, unlike
 // scheduling with ConflictReplace.
-func (s *Store) JobReschedule(ctx context.Context, tx any, p *prescient.JobRescheduleParams) (*prescient.Job, error) {
-	var j *prescient.Job
+func (s *Store) JobReschedule(ctx context.Context, tx any, p *driver.JobRescheduleParams) (*driver.Job, error) {
+	var j *driver.Job
 	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
@@ -173,7 +173,7 @@ func moveToHistory(ctx context.Context, tx *sql.Tx, where string, args ...any) (
 // transaction or one of its own. A job being processed is waited for (the
 // processor holds the write lock); if it is still pending afterwards, it is
 // cancelled.
-func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelParams) (int, error) {
+func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams) (int, error) {
 	var n int
 	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
 		var err error
@@ -190,7 +190,7 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *prescient.JobCancelPar
 // JobResolve moves to history as resolved the entity's jobs whose check
 // awaits p.Event in prescient_catalog, in the caller's transaction or one of
 // its own.
-func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveParams) (int, error) {
+func (s *Store) JobResolve(ctx context.Context, tx any, p *driver.JobResolveParams) (int, error) {
 	var n int
 	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
 		var err error
@@ -206,7 +206,7 @@ func (s *Store) JobResolve(ctx context.Context, tx any, p *prescient.JobResolveP
 }
 
 // JobGet returns the pending job (entity, key, check), or ErrNotFound.
-func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescient.Job, error) {
+func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.Job, error) {
 	j, err := scanJob(s.db.QueryRowContext(ctx, `
 		SELECT `+jobColumns+` FROM prescient_jobs
 		WHERE entity = $1 AND entity_key = $2 AND check_name = $3`, entity, key, check))
@@ -217,7 +217,7 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*prescie
 }
 
 // JobsDue pages through the slot on the (next_check_at, id) index.
-func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*prescient.DueJob, error) {
+func (s *Store) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT id, check_name FROM prescient_jobs
 		WHERE next_check_at = $1 AND id > $2
@@ -226,9 +226,9 @@ func (s *Store) JobsDue(ctx context.Context, p *prescient.JobsDueParams) ([]*pre
 		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
 	}
 	defer rows.Close()
-	due := []*prescient.DueJob{}
+	due := []*driver.DueJob{}
 	for rows.Next() {
-		var d prescient.DueJob
+		var d driver.DueJob
 		if err := rows.Scan(&d.ID, &d.Check); err != nil {
 			return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
 		}
@@ -275,7 +275,7 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 // is ever held by a processor while it runs: a processor holds the write lock
 // for its whole transaction, so the reslot waits for it (up to the busy
 // timeout) and then sees the jobs it left.
-func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (int, error) {
+func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int, error) {
 	var n int64
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
@@ -297,8 +297,8 @@ func (s *Store) JobsReslot(ctx context.Context, p *prescient.JobsReslotParams) (
 // WAL mode neither waits for nor blocks the writer). It counts the whole
 // pending table and is meant for status, not for a hot path. Upcoming lists
 // at most p.Upcoming slots (none when it is 0).
-func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*prescient.JobStats, error) {
-	st := &prescient.JobStats{Upcoming: []prescient.SlotLoad{}, ByCheck: make(map[string]int)}
+func (s *Store) JobStats(ctx context.Context, p *driver.JobStatsParams) (*driver.JobStats, error) {
+	st := &driver.JobStats{Upcoming: []driver.SlotLoad{}, ByCheck: make(map[string]int)}
 	err := func() error {
 		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
@@ -323,7 +323,7 @@ func (s *Store) JobStats(ctx context.Context, p *prescient.JobStatsParams) (*pre
 		}
 		for rows.Next() {
 			var us int64
-			var l prescient.SlotLoad
+			var l driver.SlotLoad
 			if err := rows.Scan(&us, &l.Jobs); err != nil {
 				rows.Close()
 				return err

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // ServerHeartbeat upserts the server's row with every field of srv.
-func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) error {
+func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	positions := srv.Positions
 	if positions == nil {
 		positions = []int{}
@@ -34,17 +34,17 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *prescient.Server) erro
 }
 
 // ServerList returns the registered servers by name; Positions is never nil.
-func (s *Store) ServerList(ctx context.Context) ([]*prescient.Server, error) {
+func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
 	}
 	defer rows.Close()
-	out := []*prescient.Server{}
+	out := []*driver.Server{}
 	for rows.Next() {
 		var (
-			srv           prescient.Server
+			srv           driver.Server
 			started, beat int64
 			positions     string
 		)

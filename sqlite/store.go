@@ -15,7 +15,7 @@ import (
 	// The driver registers itself as "sqlite".
 	_ "modernc.org/sqlite"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -50,7 +50,7 @@ type Store struct {
 	wlock chan struct{}
 }
 
-var _ prescient.Store = (*Store)(nil)
+var _ driver.Driver = (*Store)(nil)
 
 // Open opens the SQLite database file at path, creating it and its parent
 // directory when missing, and returns a store that owns its connections:
@@ -108,6 +108,18 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1)}, nil
 }
 
+// Driver returns the store itself: it is its own driver.
+func (s *Store) Driver() driver.Driver { return s }
+
+// Features reports a store for one host, with no cap on the checks of one
+// processing transaction (SQLite's savepoints cost nothing of the kind
+// PostgreSQL's subtransactions do).
+func (s *Store) Features() driver.Features { return driver.Features{} }
+
+// UnwrapTx returns tx as the store's methods take it; it ties the store to
+// *sql.Tx for prescient.TypedClient.
+func (s *Store) UnwrapTx(tx *sql.Tx) any { return tx }
+
 // DB returns the store's database handle, for applications that want to
 // begin a *sql.Tx to pass to the methods that take one. Its transactions begin
 // with BEGIN IMMEDIATE: they hold the write lock from the start, so keep them
@@ -162,18 +174,18 @@ func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
 }
 
 // callerTx returns the caller's transaction, nil when tx is nil, or an error
-// wrapping prescient.ErrTxType naming the type received.
+// wrapping driver.ErrTxType naming the type received.
 func callerTx(tx any) (*sql.Tx, error) {
 	switch t := tx.(type) {
 	case nil:
 		return nil, nil
 	case *sql.Tx:
 		if t == nil {
-			return nil, fmt.Errorf("%w: the SQLite store got a nil *sql.Tx", prescient.ErrTxType)
+			return nil, fmt.Errorf("%w: the SQLite store got a nil *sql.Tx", driver.ErrTxType)
 		}
 		return t, nil
 	default:
-		return nil, fmt.Errorf("%w: the SQLite store takes a *sql.Tx, got %T", prescient.ErrTxType, tx)
+		return nil, fmt.Errorf("%w: the SQLite store takes a *sql.Tx, got %T", driver.ErrTxType, tx)
 	}
 }
 
@@ -220,7 +232,7 @@ func (s *Store) GridSave(ctx context.Context, g slots.Grid) error {
 
 // CatalogSave upserts the catalog entries in one transaction; of two entries
 // with the same check, the later wins.
-func (s *Store) CatalogSave(ctx context.Context, entries []prescient.CatalogEntry) error {
+func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -39,8 +39,8 @@ func historyDiff(got, want *history.Record) diff {
 // importJobs are pending jobs as another store exported them, given out of id
 // order: every field set to a value no store would choose by itself, and one
 // job with every optional field empty (stored as NULL).
-func importJobs() []*prescient.Job {
-	return []*prescient.Job{
+func importJobs() []*driver.Job {
+	return []*driver.Job{
 		{
 			ID: 1000, Entity: "order", Key: "42", Check: "order_unshipped",
 			FirstCheckAt: slot(-8), NextCheckAt: slot(12), LastCheckAt: slot(4),
@@ -88,10 +88,10 @@ func importRecords() []*history.Record {
 
 // exportAllJobs pages through JobsExport with the given page size and checks
 // that the pages come in ascending id order.
-func exportAllJobs(t *testing.T, h *Harness, limit int) []*prescient.Job {
+func exportAllJobs(t *testing.T, h *Harness, limit int) []*driver.Job {
 	t.Helper()
 	var (
-		all   []*prescient.Job
+		all   []*driver.Job
 		after int64
 	)
 	for {
@@ -144,8 +144,8 @@ func exportAllHistory(t *testing.T, h *Harness, limit int) []*history.Record {
 }
 
 // byID indexes jobs or records by id.
-func jobsByID(jobs []*prescient.Job) map[int64]*prescient.Job {
-	m := make(map[int64]*prescient.Job, len(jobs))
+func jobsByID(jobs []*driver.Job) map[int64]*driver.Job {
+	m := make(map[int64]*driver.Job, len(jobs))
 	for _, j := range jobs {
 		m[j.ID] = j
 	}
@@ -154,7 +154,7 @@ func jobsByID(jobs []*prescient.Job) map[int64]*prescient.Job {
 
 func testCopyGridAndCatalog(t *testing.T, h *Harness) {
 	ctx := t.Context()
-	if g, err := h.Store.GridGet(ctx); !errors.Is(err, prescient.ErrNotFound) {
+	if g, err := h.Store.GridGet(ctx); !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("grid before any save: %v, %v; want ErrNotFound", g, err)
 	}
 	want := slots.Grid{Resolution: 10 * time.Minute, Offset: 90 * time.Second}
@@ -168,7 +168,7 @@ func testCopyGridAndCatalog(t *testing.T, h *Harness) {
 	if cat, err := h.Store.CatalogList(ctx); err != nil || len(cat) != 0 {
 		t.Errorf("empty catalog: %v, %v; want no entries", cat, err)
 	}
-	if err := h.Store.CatalogSave(ctx, []prescient.CatalogEntry{
+	if err := h.Store.CatalogSave(ctx, []driver.CatalogEntry{
 		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}},
 		{Check: "a_plain_check"},
 		{Check: "Payout", Awaits: []string{"paid"}},
@@ -179,7 +179,7 @@ func testCopyGridAndCatalog(t *testing.T, h *Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCat := []prescient.CatalogEntry{
+	wantCat := []driver.CatalogEntry{
 		{Check: "Payout", Awaits: []string{"paid"}},
 		{Check: "a_plain_check"},
 		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}},
@@ -200,8 +200,8 @@ func testCopyJobsRoundTrip(t *testing.T, h *Harness) {
 	// A job the store made itself, with a failure recorded, is exported as
 	// JobGet reads it.
 	own := schedule(t, h, "order", "1", "order_unshipped", slot(1), `{"k": 1}`)
-	process(t, h, []int64{own.ID}, slot(1), at(15*time.Minute+2*time.Second), "srv-1", func(*checks.Job) prescient.Decision {
-		return prescient.Decision{Next: slot(3), Err: "timeout", Runtime: 5 * time.Millisecond}
+	process(t, h, []int64{own.ID}, slot(1), at(15*time.Minute+2*time.Second), "srv-1", func(*checks.Job) driver.Decision {
+		return driver.Decision{Next: slot(3), Err: "timeout", Runtime: 5 * time.Millisecond}
 	})
 	own = get(t, h, "order", "1", "order_unshipped")
 
@@ -235,7 +235,7 @@ func testCopyJobsRoundTrip(t *testing.T, h *Harness) {
 func testCopyHistoryRoundTrip(t *testing.T, h *Harness) {
 	ctx := t.Context()
 	own := schedule(t, h, "order", "9", "order_unshipped", slot(1), `{"k": 9}`)
-	if _, err := h.Store.JobCancel(ctx, nil, &prescient.JobCancelParams{Entity: "order", Key: "9", Now: at(time.Hour), By: "api"}); err != nil {
+	if _, err := h.Store.JobCancel(ctx, nil, &driver.JobCancelParams{Entity: "order", Key: "9", Now: at(time.Hour), By: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	ownRecs := historyOf(t, h, "order", "9")
@@ -282,7 +282,7 @@ func testCopyHistoryRoundTrip(t *testing.T, h *Harness) {
 // finishes).
 func testCopyIDSequence(t *testing.T, h *Harness) {
 	ctx := t.Context()
-	if err := h.Store.JobsImport(ctx, nil, []*prescient.Job{importJobs()[2]}); err != nil { // id 7
+	if err := h.Store.JobsImport(ctx, nil, []*driver.Job{importJobs()[2]}); err != nil { // id 7
 		t.Fatal(err)
 	}
 	j := schedule(t, h, "order", "a", "c", slot(1), "")
@@ -299,7 +299,7 @@ func testCopyIDSequence(t *testing.T, h *Harness) {
 			t.Errorf("job scheduled after importing history id 2000: id %d, want > 2000", j.ID)
 		}
 		// It finishes into history beside the imported records.
-		if _, err := h.Store.JobCancel(ctx, nil, &prescient.JobCancelParams{Entity: "order", Key: "b", Check: j.Check, Now: at(time.Hour), By: "api"}); err != nil {
+		if _, err := h.Store.JobCancel(ctx, nil, &driver.JobCancelParams{Entity: "order", Key: "b", Check: j.Check, Now: at(time.Hour), By: "api"}); err != nil {
 			t.Fatalf("cancel a job scheduled after the import: %v", err)
 		}
 	}
@@ -317,11 +317,11 @@ func testCopyImportConflicts(t *testing.T, h *Harness) {
 	ctx := t.Context()
 	pending := schedule(t, h, "order", "1", "a", slot(1), "")
 	gone := schedule(t, h, "order", "2", "a", slot(1), "")
-	if _, err := h.Store.JobCancel(ctx, nil, &prescient.JobCancelParams{Entity: "order", Key: "2", Now: at(0), By: "api"}); err != nil {
+	if _, err := h.Store.JobCancel(ctx, nil, &driver.JobCancelParams{Entity: "order", Key: "2", Now: at(0), By: "api"}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := func(id int64, key string) *prescient.Job {
-		return &prescient.Job{ID: id, Entity: "order", Key: key, Check: "a", FirstCheckAt: slot(2), NextCheckAt: slot(2),
+	fresh := func(id int64, key string) *driver.Job {
+		return &driver.Job{ID: id, Entity: "order", Key: key, Check: "a", FirstCheckAt: slot(2), NextCheckAt: slot(2),
 			CreatedAt: at(0), UpdatedAt: at(0)}
 	}
 	record := func(id int64, o history.Outcome) *history.Record {
@@ -331,15 +331,15 @@ func testCopyImportConflicts(t *testing.T, h *Harness) {
 	idStr := func(id int64) string { return "id " + jsonString(id) }
 	jobCases := []struct {
 		name string
-		jobs []*prescient.Job
+		jobs []*driver.Job
 		want []string
 	}{
-		{"identity already pending", []*prescient.Job{fresh(500, "new"), fresh(501, "1")}, []string{"order/1/a", "already pending"}},
-		{"id of a pending job", []*prescient.Job{fresh(500, "new"), fresh(pending.ID, "other")}, []string{idStr(pending.ID), "pending job"}},
-		{"id of a history record", []*prescient.Job{fresh(500, "new"), fresh(gone.ID, "other")}, []string{idStr(gone.ID), "history record"}},
-		{"identity twice", []*prescient.Job{fresh(500, "new"), fresh(501, "new")}, []string{"order/new/a", "twice"}},
-		{"id twice", []*prescient.Job{fresh(500, "new"), fresh(500, "other")}, []string{"id 500", "twice"}},
-		{"id not positive", []*prescient.Job{fresh(0, "new")}, []string{"order/new/a", "positive"}},
+		{"identity already pending", []*driver.Job{fresh(500, "new"), fresh(501, "1")}, []string{"order/1/a", "already pending"}},
+		{"id of a pending job", []*driver.Job{fresh(500, "new"), fresh(pending.ID, "other")}, []string{idStr(pending.ID), "pending job"}},
+		{"id of a history record", []*driver.Job{fresh(500, "new"), fresh(gone.ID, "other")}, []string{idStr(gone.ID), "history record"}},
+		{"identity twice", []*driver.Job{fresh(500, "new"), fresh(501, "new")}, []string{"order/new/a", "twice"}},
+		{"id twice", []*driver.Job{fresh(500, "new"), fresh(500, "other")}, []string{"id 500", "twice"}},
+		{"id not positive", []*driver.Job{fresh(0, "new")}, []string{"order/new/a", "positive"}},
 	}
 	for _, c := range jobCases {
 		err := h.Store.JobsImport(ctx, nil, c.jobs)
@@ -426,7 +426,7 @@ func testCopyImportCallerTx(t *testing.T, h *Harness) {
 		h.Store.JobsImport(ctx, "not a tx", nil),
 		h.Store.HistoryImport(ctx, "not a tx", nil),
 	} {
-		if !errors.Is(err, prescient.ErrTxType) {
+		if !errors.Is(err, driver.ErrTxType) {
 			t.Errorf("import with a string for tx: %v, want ErrTxType", err)
 		}
 	}

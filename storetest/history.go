@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
@@ -18,28 +18,28 @@ func historyFixture(t *testing.T, h *Harness) map[string]int64 {
 	t.Helper()
 	ids := make(map[string]int64)
 	ids["r1"] = schedule(t, h, "order", "1", "a", slot(1), "").ID
-	if _, err := h.Store.JobCancel(t.Context(), nil, &prescient.JobCancelParams{Entity: "order", Key: "1", Check: "a", Now: at(time.Hour), By: "api"}); err != nil {
+	if _, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{Entity: "order", Key: "1", Check: "a", Now: at(time.Hour), By: "api"}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	if err := h.Store.CatalogSave(t.Context(), []prescient.CatalogEntry{{Check: "a", Awaits: []string{"shipped"}}}); err != nil {
+	if err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{{Check: "a", Awaits: []string{"shipped"}}}); err != nil {
 		t.Fatalf("save catalog: %v", err)
 	}
 	ids["r2"] = schedule(t, h, "order", "2", "a", slot(1), "").ID
-	if _, err := h.Store.JobResolve(t.Context(), nil, &prescient.JobResolveParams{Entity: "order", Key: "2", Event: "shipped", Now: at(2 * time.Hour), By: "api"}); err != nil {
+	if _, err := h.Store.JobResolve(t.Context(), nil, &driver.JobResolveParams{Entity: "order", Key: "2", Event: "shipped", Now: at(2 * time.Hour), By: "api"}); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
 	finish := func(name, entity, key, check string, o history.Outcome, now time.Time) {
 		id := schedule(t, h, entity, key, check, slot(1), "").ID
 		ids[name] = id
-		process(t, h, []int64{id}, slot(1), now, "srv-1", func(*checks.Job) prescient.Decision {
-			return prescient.Decision{Outcome: o, Checked: true}
+		process(t, h, []int64{id}, slot(1), now, "srv-1", func(*checks.Job) driver.Decision {
+			return driver.Decision{Outcome: o, Checked: true}
 		})
 	}
 	finish("r3", "order", "1", "b", history.Done, at(3*time.Hour))
 	finish("r4", "user", "1", "a", history.Failed, at(4*time.Hour))
 	finish("r5", "order", "1", "c", history.GuardPast, at(5*time.Hour))
 	ids["r6"] = schedule(t, h, "order", "3", "a", slot(1), "").ID
-	if _, err := h.Store.JobCancel(t.Context(), nil, &prescient.JobCancelParams{Entity: "order", Key: "3", Now: at(5 * time.Hour), By: "api"}); err != nil {
+	if _, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{Entity: "order", Key: "3", Now: at(5 * time.Hour), By: "api"}); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	return ids
@@ -103,7 +103,7 @@ func testHistoryCountsAndPrune(t *testing.T, h *Harness) {
 
 	prune := at(3 * time.Hour)
 	for _, n := range []int{11, 12, 13} {
-		if err := h.Store.SlotStart(t.Context(), &prescient.SlotRecord{Slot: slot(n), Server: "srv-1", Kind: "fire", StartedAt: slot(n)}); err != nil {
+		if err := h.Store.SlotStart(t.Context(), &driver.SlotRecord{Slot: slot(n), Server: "srv-1", Kind: "fire", StartedAt: slot(n)}); err != nil {
 			t.Fatalf("start slot: %v", err)
 		}
 	}
@@ -122,7 +122,7 @@ func testHistoryCountsAndPrune(t *testing.T, h *Harness) {
 	if wantIDs := []int64{ids["r6"], ids["r5"], ids["r4"], ids["r3"]}; !slices.Equal(got, wantIDs) {
 		t.Errorf("history after prune: %v, want %v", got, wantIDs)
 	}
-	slots := slotList(t, h, &prescient.SlotListParams{})
+	slots := slotList(t, h, &driver.SlotListParams{})
 	if len(slots) != 2 || !slots[0].Slot.Equal(slot(13)) || !slots[1].Slot.Equal(slot(12)) {
 		t.Errorf("ledger after prune before %v: %d rows, want slots %v and %v", prune, len(slots), slot(13), slot(12))
 	}
@@ -132,7 +132,7 @@ func testHistoryCountsAndPrune(t *testing.T, h *Harness) {
 }
 
 func testServers(t *testing.T, h *Harness) {
-	list := func() []*prescient.Server {
+	list := func() []*driver.Server {
 		t.Helper()
 		srvs, err := h.Store.ServerList(t.Context())
 		if err != nil {
@@ -143,28 +143,28 @@ func testServers(t *testing.T, h *Harness) {
 	if srvs := list(); len(srvs) != 0 {
 		t.Fatalf("servers of an empty store: %d, want 0", len(srvs))
 	}
-	b := &prescient.Server{Name: "srv-b", StartedAt: at(time.Minute), HeartbeatAt: at(2 * time.Minute), Positions: []int{1, 3}}
-	a := &prescient.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(2 * time.Minute)}
-	for _, s := range []*prescient.Server{b, a} {
+	b := &driver.Server{Name: "srv-b", StartedAt: at(time.Minute), HeartbeatAt: at(2 * time.Minute), Positions: []int{1, 3}}
+	a := &driver.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(2 * time.Minute)}
+	for _, s := range []*driver.Server{b, a} {
 		if err := h.Store.ServerHeartbeat(t.Context(), s); err != nil {
 			t.Fatalf("heartbeat %s: %v", s.Name, err)
 		}
 	}
-	a2 := &prescient.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(3 * time.Minute), Positions: []int{0, 2}}
+	a2 := &driver.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(3 * time.Minute), Positions: []int{0, 2}}
 	if err := h.Store.ServerHeartbeat(t.Context(), a2); err != nil {
 		t.Fatalf("heartbeat again: %v", err)
 	}
-	serverDiffs(t, list(), []*prescient.Server{a2, b})
+	serverDiffs(t, list(), []*driver.Server{a2, b})
 	if err := h.Store.ServerDelete(t.Context(), "srv-b"); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if err := h.Store.ServerDelete(t.Context(), "srv-missing"); err != nil {
 		t.Errorf("delete a missing server: %v", err)
 	}
-	serverDiffs(t, list(), []*prescient.Server{a2})
+	serverDiffs(t, list(), []*driver.Server{a2})
 }
 
-func serverDiffs(t *testing.T, got, want []*prescient.Server) {
+func serverDiffs(t *testing.T, got, want []*driver.Server) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("servers: %d, want %d", len(got), len(want))

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -41,7 +40,7 @@ func testGridSave(t *testing.T, h *Harness) {
 
 func testScheduleInsert(t *testing.T, h *Harness) {
 	now := at(-90 * time.Minute)
-	res, err := h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "42", Check: "unshipped", At: slot(2),
 		Payload: json.RawMessage(`{"sku": "a-1", "qty": 3}`), Now: now,
 	}})
@@ -55,7 +54,7 @@ func testScheduleInsert(t *testing.T, h *Harness) {
 	if got.ID <= 0 {
 		t.Errorf("ID = %d, want > 0", got.ID)
 	}
-	want := &prescient.Job{
+	want := &driver.Job{
 		ID: got.ID, Entity: "order", Key: "42", Check: "unshipped",
 		FirstCheckAt: slot(2), NextCheckAt: slot(2),
 		Payload:   json.RawMessage(`{"qty": 3, "sku": "a-1"}`),
@@ -64,38 +63,33 @@ func testScheduleInsert(t *testing.T, h *Harness) {
 	jobDiff(got, want).check(t, "scheduled job")
 	jobDiff(get(t, h, "order", "42", "unshipped"), want).check(t, "JobGet")
 	_, err = h.Store.JobGet(t.Context(), "order", "42", "other")
-	if !errors.Is(err, prescient.ErrNotFound) {
+	if !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("JobGet of a check never scheduled: %v, want ErrNotFound", err)
 	}
 }
 
 // runOnce processes the job due in s with one decision, failing the test
 // unless exactly that job was claimed.
-func runOnce(t *testing.T, h *Harness, j *prescient.Job, s, now time.Time, d prescient.Decision) {
+func runOnce(t *testing.T, h *Harness, j *driver.Job, s, now time.Time, d driver.Decision) {
 	t.Helper()
-	n, err := h.Store.JobsProcess(t.Context(), &prescient.JobsProcessParams{
-		IDs: []int64{j.ID}, Slot: s, Now: now, Server: "srv-1",
-	}, func(_ context.Context, _ checks.Tx, jobs []*checks.Job) *prescient.ProcessResult {
-		return &prescient.ProcessResult{Decisions: []prescient.Decision{d}}
-	})
-	if err != nil || n != 1 {
-		t.Fatalf("process job %d in %s: claimed %d, err %v; want 1, nil", j.ID, s.Format(time.RFC3339), n, err)
+	if n := process(t, h, []int64{j.ID}, s, now, "srv-1", func(*checks.Job) driver.Decision { return d }); n != 1 {
+		t.Fatalf("process job %d in %s: claimed %d, want 1", j.ID, s.Format(time.RFC3339), n)
 	}
 }
 
 func testScheduleReplace(t *testing.T, h *Harness) {
 	orig := schedule(t, h, "order", "7", "unshipped", slot(1), `{"v": 1}`)
-	runOnce(t, h, orig, slot(1), at(15*time.Minute+time.Second), prescient.Decision{Next: slot(2), Checked: true})
-	runOnce(t, h, orig, slot(2), at(30*time.Minute+time.Second), prescient.Decision{Next: slot(3), Err: "boom"})
+	runOnce(t, h, orig, slot(1), at(15*time.Minute+time.Second), driver.Decision{Next: slot(2), Checked: true})
+	runOnce(t, h, orig, slot(2), at(30*time.Minute+time.Second), driver.Decision{Next: slot(3), Err: "boom"})
 	before := get(t, h, "order", "7", "unshipped")
 	if before.FailureCount != 1 || before.CheckCount != 1 {
 		t.Fatalf("before replacing: check count %d, failure count %d; want 1, 1", before.CheckCount, before.FailureCount)
 	}
 
 	now := at(2 * time.Hour)
-	res, err := h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "7", Check: "unshipped", At: slot(9), Now: now,
-		OnConflict: prescient.ConflictReplace,
+		OnConflict: driver.ConflictReplace,
 	}})
 	if err != nil {
 		t.Fatalf("replace: %v", err)
@@ -113,7 +107,7 @@ func testScheduleReplace(t *testing.T, h *Harness) {
 
 	// The default rule is replace, and a new payload replaces the old one.
 	now2 := at(3 * time.Hour)
-	res, err = h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+	res, err = h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "7", Check: "unshipped", At: slot(4), Now: now2,
 		Payload: json.RawMessage(`{"v": 2}`),
 	}})
@@ -128,11 +122,11 @@ func testScheduleReplace(t *testing.T, h *Harness) {
 
 func testScheduleKeep(t *testing.T, h *Harness) {
 	orig := schedule(t, h, "user", "u1", "unverified", slot(3), `{"email": "a@example.com"}`)
-	res, err := h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{
 		{Entity: "user", Key: "u1", Check: "unverified", At: slot(8), Now: at(time.Hour),
-			Payload: json.RawMessage(`{"email": "b@example.com"}`), OnConflict: prescient.ConflictKeep},
+			Payload: json.RawMessage(`{"email": "b@example.com"}`), OnConflict: driver.ConflictKeep},
 		{Entity: "user", Key: "u2", Check: "unverified", At: slot(8), Now: at(time.Hour),
-			OnConflict: prescient.ConflictKeep},
+			OnConflict: driver.ConflictKeep},
 	})
 	if err != nil {
 		t.Fatalf("schedule keep: %v", err)
@@ -158,19 +152,19 @@ func testScheduleBulk(t *testing.T, h *Harness) {
 	kept := schedule(t, h, "order", "0", "unpaid", slot(1), "")
 
 	const n = 1500
-	var params []*prescient.JobScheduleParams
+	var params []*driver.JobScheduleParams
 	for i := range n {
-		params = append(params, &prescient.JobScheduleParams{
+		params = append(params, &driver.JobScheduleParams{
 			Entity: "order", Key: fmt.Sprint(i + 1), Check: "unshipped", At: slot(1 + i%4), Now: at(0),
 		})
 	}
 	params = append(params,
-		&prescient.JobScheduleParams{Entity: "order", Key: "0", Check: "unshipped", At: slot(6), Now: at(0)},
-		&prescient.JobScheduleParams{Entity: "order", Key: "0", Check: "unpaid", At: slot(6), Now: at(0), OnConflict: prescient.ConflictKeep},
+		&driver.JobScheduleParams{Entity: "order", Key: "0", Check: "unshipped", At: slot(6), Now: at(0)},
+		&driver.JobScheduleParams{Entity: "order", Key: "0", Check: "unpaid", At: slot(6), Now: at(0), OnConflict: driver.ConflictKeep},
 		// The same job twice: applied in order, as two calls would be.
-		&prescient.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(5), Now: at(0)},
-		&prescient.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(7), Now: at(0)},
-		&prescient.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(2), Now: at(0), OnConflict: prescient.ConflictKeep},
+		&driver.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(5), Now: at(0)},
+		&driver.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(7), Now: at(0)},
+		&driver.JobScheduleParams{Entity: "order", Key: "dup", Check: "unshipped", At: slot(2), Now: at(0), OnConflict: driver.ConflictKeep},
 	)
 	res, err := h.Store.JobSchedule(t.Context(), nil, params)
 	if err != nil {
@@ -214,7 +208,7 @@ func testScheduleBulk(t *testing.T, h *Harness) {
 	if got := get(t, h, "order", "dup", "unshipped"); !got.NextCheckAt.Equal(slot(7)) {
 		t.Errorf("duplicate stored at %v, want %v", got.NextCheckAt, slot(7))
 	}
-	st, err := h.Store.JobStats(t.Context(), &prescient.JobStatsParams{Current: slot(0), Upcoming: 10})
+	st, err := h.Store.JobStats(t.Context(), &driver.JobStatsParams{Current: slot(0), Upcoming: 10})
 	if err != nil {
 		t.Fatalf("stats: %v", err)
 	}
@@ -226,7 +220,7 @@ func testScheduleBulk(t *testing.T, h *Harness) {
 func testReschedule(t *testing.T, h *Harness) {
 	orig := schedule(t, h, "payout", "p1", "unconfirmed", slot(2), "")
 	now := at(time.Hour)
-	got, err := h.Store.JobReschedule(t.Context(), nil, &prescient.JobRescheduleParams{
+	got, err := h.Store.JobReschedule(t.Context(), nil, &driver.JobRescheduleParams{
 		Entity: "payout", Key: "p1", Check: "unconfirmed", At: slot(10), Now: now,
 	})
 	if err != nil {
@@ -238,10 +232,10 @@ func testReschedule(t *testing.T, h *Harness) {
 	jobDiff(got, &want).check(t, "rescheduled job")
 	jobDiff(get(t, h, "payout", "p1", "unconfirmed"), &want).check(t, "JobGet after reschedule")
 
-	_, err = h.Store.JobReschedule(t.Context(), nil, &prescient.JobRescheduleParams{
+	_, err = h.Store.JobReschedule(t.Context(), nil, &driver.JobRescheduleParams{
 		Entity: "payout", Key: "p2", Check: "unconfirmed", At: slot(10), Now: now,
 	})
-	if !errors.Is(err, prescient.ErrNotFound) {
+	if !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("reschedule of a missing job: %v, want ErrNotFound", err)
 	}
 }
@@ -258,7 +252,7 @@ func historyOf(t *testing.T, h *Harness, entity, key string) []*history.Record {
 
 // recordDiff compares a history record with the job it came from and how it
 // finished, for jobs that left without a further check.
-func recordDiff(r *history.Record, j *prescient.Job, outcome history.Outcome, finishedAt time.Time, by string) diff {
+func recordDiff(r *history.Record, j *driver.Job, outcome history.Outcome, finishedAt time.Time, by string) diff {
 	var d diff
 	d.val("ID", r.ID, j.ID)
 	d.val("Entity", r.Entity, j.Entity)
@@ -281,14 +275,14 @@ func recordDiff(r *history.Record, j *prescient.Job, outcome history.Outcome, fi
 
 func testCancel(t *testing.T, h *Harness) {
 	a := schedule(t, h, "order", "1", "unshipped", slot(1), `{"n": 1}`)
-	runOnce(t, h, a, slot(1), at(15*time.Minute+3*time.Second), prescient.Decision{Next: slot(3), Err: "timeout", Runtime: 2 * time.Millisecond})
+	runOnce(t, h, a, slot(1), at(15*time.Minute+3*time.Second), driver.Decision{Next: slot(3), Err: "timeout", Runtime: 2 * time.Millisecond})
 	a = get(t, h, "order", "1", "unshipped")
 	b := schedule(t, h, "order", "1", "unpaid", slot(2), "")
 	c := schedule(t, h, "order", "1", "unreviewed", slot(2), "")
 	other := schedule(t, h, "order", "2", "unshipped", slot(1), "")
 
 	now := at(time.Hour)
-	n, err := h.Store.JobCancel(t.Context(), nil, &prescient.JobCancelParams{
+	n, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{
 		Entity: "order", Key: "1", Check: "unshipped", Now: now, By: "api",
 	})
 	if err != nil || n != 1 {
@@ -302,7 +296,7 @@ func testCancel(t *testing.T, h *Harness) {
 	recordDiff(recs[0], a, history.Cancelled, now, "api").check(t, "cancelled record")
 
 	now2 := at(2 * time.Hour)
-	n, err = h.Store.JobCancel(t.Context(), nil, &prescient.JobCancelParams{
+	n, err = h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{
 		Entity: "order", Key: "1", Now: now2, By: "srv-9",
 	})
 	if err != nil || n != 2 {
@@ -322,7 +316,7 @@ func testCancel(t *testing.T, h *Harness) {
 		recordDiff(r, want, history.Cancelled, now2, "srv-9").check(t, "cancelled record "+r.Check)
 	}
 
-	n, err = h.Store.JobCancel(t.Context(), nil, &prescient.JobCancelParams{
+	n, err = h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{
 		Entity: "order", Key: "1", Now: now2, By: "api",
 	})
 	if err != nil || n != 0 {
@@ -332,7 +326,7 @@ func testCancel(t *testing.T, h *Harness) {
 }
 
 func testResolve(t *testing.T, h *Harness) {
-	err := h.Store.CatalogSave(t.Context(), []prescient.CatalogEntry{
+	err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{
 		{Check: "unshipped", Awaits: []string{"shipped"}},
 		{Check: "unpaid", Awaits: []string{"paid"}},
 		{Check: "unsettled", Awaits: []string{"paid", "shipped"}},
@@ -349,7 +343,7 @@ func testResolve(t *testing.T, h *Harness) {
 	schedule(t, h, "order", "2", "unshipped", slot(1), "")
 
 	now := at(time.Hour)
-	n, err := h.Store.JobResolve(t.Context(), nil, &prescient.JobResolveParams{
+	n, err := h.Store.JobResolve(t.Context(), nil, &driver.JobResolveParams{
 		Entity: "order", Key: "1", Event: "shipped", Now: now, By: "api",
 	})
 	if err != nil || n != 2 {
@@ -374,18 +368,18 @@ func testResolve(t *testing.T, h *Harness) {
 	}
 
 	// A later entry replaces the earlier one of the same check.
-	if err := h.Store.CatalogSave(t.Context(), []prescient.CatalogEntry{{Check: "unpaid", Awaits: []string{"refunded"}}}); err != nil {
+	if err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{{Check: "unpaid", Awaits: []string{"refunded"}}}); err != nil {
 		t.Fatalf("save catalog again: %v", err)
 	}
-	n, err = h.Store.JobResolve(t.Context(), nil, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: now, By: "api"})
+	n, err = h.Store.JobResolve(t.Context(), nil, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: now, By: "api"})
 	if err != nil || n != 0 {
 		t.Errorf("resolve paid after unpaid stopped awaiting it: %d, %v; want 0, nil", n, err)
 	}
-	n, err = h.Store.JobResolve(t.Context(), nil, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "refunded", Now: now, By: "api"})
+	n, err = h.Store.JobResolve(t.Context(), nil, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "refunded", Now: now, By: "api"})
 	if err != nil || n != 1 {
 		t.Errorf("resolve refunded: %d, %v; want 1, nil", n, err)
 	}
-	n, err = h.Store.JobResolve(t.Context(), nil, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "nobody-awaits", Now: now, By: "api"})
+	n, err = h.Store.JobResolve(t.Context(), nil, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "nobody-awaits", Now: now, By: "api"})
 	if err != nil || n != 0 {
 		t.Errorf("resolve an event no check awaits: %d, %v; want 0, nil", n, err)
 	}
@@ -406,7 +400,7 @@ func testJobsDuePaging(t *testing.T, h *Harness) {
 	var got []int64
 	after := int64(0)
 	for page := 0; ; page++ {
-		due, err := h.Store.JobsDue(t.Context(), &prescient.JobsDueParams{Slot: slot(1), AfterID: after, Limit: 3})
+		due, err := h.Store.JobsDue(t.Context(), &driver.JobsDueParams{Slot: slot(1), AfterID: after, Limit: 3})
 		if err != nil {
 			t.Fatalf("due page %d: %v", page, err)
 		}
@@ -427,11 +421,11 @@ func testJobsDuePaging(t *testing.T, h *Harness) {
 	if !slices.Equal(got, want) {
 		t.Errorf("due in slot 1: %v, want %v (ascending, exactly that slot)", got, want)
 	}
-	due, err := h.Store.JobsDue(t.Context(), &prescient.JobsDueParams{Slot: slot(2), Limit: 100})
+	due, err := h.Store.JobsDue(t.Context(), &driver.JobsDueParams{Slot: slot(2), Limit: 100})
 	if err != nil || len(due) != 1 || due[0].ID != other {
 		t.Errorf("due in slot 2: %+v, %v; want only job %d", due, err, other)
 	}
-	due, err = h.Store.JobsDue(t.Context(), &prescient.JobsDueParams{Slot: slot(1).Add(time.Minute), Limit: 100})
+	due, err = h.Store.JobsDue(t.Context(), &driver.JobsDueParams{Slot: slot(1).Add(time.Minute), Limit: 100})
 	if err != nil || len(due) != 0 {
 		t.Errorf("due a minute after slot 1: %+v, %v; want none", due, err)
 	}
@@ -473,25 +467,25 @@ func testReslot(t *testing.T, h *Harness) {
 	b := schedule(t, h, "order", "b", "unshipped", slot(1), "")
 	c := schedule(t, h, "order", "c", "unshipped", slot(3), "")
 	now := at(2*time.Hour + time.Second)
-	n, err := h.Store.JobsReslot(t.Context(), &prescient.JobsReslotParams{Before: slot(2), To: slot(8), Now: now})
+	n, err := h.Store.JobsReslot(t.Context(), &driver.JobsReslotParams{Before: slot(2), To: slot(8), Now: now})
 	if err != nil || n != 2 {
 		t.Fatalf("reslot: %d, %v; want 2, nil", n, err)
 	}
-	for _, j := range []*prescient.Job{a, b} {
+	for _, j := range []*driver.Job{a, b} {
 		want := *j
 		want.NextCheckAt = slot(8)
 		want.UpdatedAt = now
 		jobDiff(get(t, h, j.Entity, j.Key, j.Check), &want).check(t, "reslotted job "+j.Key)
 	}
 	jobDiff(get(t, h, "order", "c", "unshipped"), c).check(t, "job not overdue")
-	n, err = h.Store.JobsReslot(t.Context(), &prescient.JobsReslotParams{Before: slot(2), To: slot(8), Now: now})
+	n, err = h.Store.JobsReslot(t.Context(), &driver.JobsReslotParams{Before: slot(2), To: slot(8), Now: now})
 	if err != nil || n != 0 {
 		t.Errorf("reslot again: %d, %v; want 0, nil", n, err)
 	}
 }
 
 func testStats(t *testing.T, h *Harness) {
-	st, err := h.Store.JobStats(t.Context(), &prescient.JobStatsParams{Current: slot(1), Upcoming: 5})
+	st, err := h.Store.JobStats(t.Context(), &driver.JobStatsParams{Current: slot(1), Upcoming: 5})
 	if err != nil {
 		t.Fatalf("stats of an empty store: %v", err)
 	}
@@ -504,7 +498,7 @@ func testStats(t *testing.T, h *Harness) {
 	}{{-1, "a"}, {0, "a"}, {0, "a"}, {1, "b"}, {3, "a"}, {3, "a"}, {3, "b"}, {4, "b"}} {
 		schedule(t, h, "order", fmt.Sprint(i), x.check, slot(x.slot), "")
 	}
-	st, err = h.Store.JobStats(t.Context(), &prescient.JobStatsParams{Current: slot(1), Upcoming: 2})
+	st, err = h.Store.JobStats(t.Context(), &driver.JobStatsParams{Current: slot(1), Upcoming: 2})
 	if err != nil {
 		t.Fatalf("stats: %v", err)
 	}
@@ -513,8 +507,8 @@ func testStats(t *testing.T, h *Harness) {
 	d.val("Overdue", st.Overdue, 3)
 	d.time("OldestOverdue", st.OldestOverdue, slot(-1))
 	d.val("ByCheck", st.ByCheck, map[string]int{"a": 5, "b": 3})
-	want := []prescient.SlotLoad{{Slot: slot(1), Jobs: 1}, {Slot: slot(3), Jobs: 3}}
-	if !slices.EqualFunc(st.Upcoming, want, func(a, b prescient.SlotLoad) bool {
+	want := []driver.SlotLoad{{Slot: slot(1), Jobs: 1}, {Slot: slot(3), Jobs: 3}}
+	if !slices.EqualFunc(st.Upcoming, want, func(a, b driver.SlotLoad) bool {
 		return a.Slot.Equal(b.Slot) && a.Jobs == b.Jobs
 	}) {
 		d = append(d, fmt.Sprintf("Upcoming: got %v, want %v", st.Upcoming, want))

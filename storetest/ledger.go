@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
 // slotDiff compares every field of a ledger row.
-func slotDiff(got, want *prescient.SlotRecord) diff {
+func slotDiff(got, want *driver.SlotRecord) diff {
 	var d diff
 	d.time("Slot", got.Slot, want.Slot)
 	d.val("Server", got.Server, want.Server)
@@ -29,7 +29,7 @@ func slotDiff(got, want *prescient.SlotRecord) diff {
 }
 
 // slotList returns the whole ledger.
-func slotList(t *testing.T, h *Harness, p *prescient.SlotListParams) []*prescient.SlotRecord {
+func slotList(t *testing.T, h *Harness, p *driver.SlotListParams) []*driver.SlotRecord {
 	t.Helper()
 	recs, err := h.Store.SlotList(t.Context(), p)
 	if err != nil {
@@ -39,11 +39,11 @@ func slotList(t *testing.T, h *Harness, p *prescient.SlotListParams) []*prescien
 }
 
 func testLedger(t *testing.T, h *Harness) {
-	start := &prescient.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "fire", StartedAt: slot(1).Add(time.Millisecond)}
+	start := &driver.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "fire", StartedAt: slot(1).Add(time.Millisecond)}
 	if err := h.Store.SlotStart(t.Context(), start); err != nil {
 		t.Fatalf("start slot: %v", err)
 	}
-	recs := slotList(t, h, &prescient.SlotListParams{})
+	recs := slotList(t, h, &driver.SlotListParams{})
 	if len(recs) != 1 {
 		t.Fatalf("ledger after start: %d rows, want 1", len(recs))
 	}
@@ -60,7 +60,7 @@ func testLedger(t *testing.T, h *Harness) {
 	if err := h.Store.SlotFinish(t.Context(), &fin); err != nil {
 		t.Fatalf("finish slot: %v", err)
 	}
-	recs = slotList(t, h, &prescient.SlotListParams{})
+	recs = slotList(t, h, &driver.SlotListParams{})
 	if len(recs) != 1 {
 		t.Fatalf("ledger after finish: %d rows, want 1", len(recs))
 	}
@@ -69,11 +69,11 @@ func testLedger(t *testing.T, h *Harness) {
 		t.Errorf("finished slot is not complete")
 	}
 
-	restart := &prescient.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "catchup", StartedAt: slot(3)}
+	restart := &driver.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "catchup", StartedAt: slot(3)}
 	if err := h.Store.SlotStart(t.Context(), restart); err != nil {
 		t.Fatalf("restart slot: %v", err)
 	}
-	recs = slotList(t, h, &prescient.SlotListParams{})
+	recs = slotList(t, h, &driver.SlotListParams{})
 	if len(recs) != 1 {
 		t.Fatalf("ledger after restart: %d rows, want 1", len(recs))
 	}
@@ -86,15 +86,15 @@ func testLedger(t *testing.T, h *Harness) {
 func testLedgerList(t *testing.T, h *Harness) {
 	for n := range 5 {
 		for _, srv := range []string{"srv-b", "srv-a"} {
-			r := &prescient.SlotRecord{Slot: slot(n), Server: srv, Kind: "fire", StartedAt: slot(n)}
+			r := &driver.SlotRecord{Slot: slot(n), Server: srv, Kind: "fire", StartedAt: slot(n)}
 			if err := h.Store.SlotStart(t.Context(), r); err != nil {
 				t.Fatalf("start slot: %v", err)
 			}
 		}
 	}
 	// Newest slot first; within a slot, by server.
-	key := func(r *prescient.SlotRecord) string { return r.Slot.Format(time.RFC3339) + " " + r.Server }
-	check := func(name string, p *prescient.SlotListParams, want []string) {
+	key := func(r *driver.SlotRecord) string { return r.Slot.Format(time.RFC3339) + " " + r.Server }
+	check := func(name string, p *driver.SlotListParams, want []string) {
 		t.Helper()
 		recs := slotList(t, h, p)
 		var got []string
@@ -106,11 +106,11 @@ func testLedgerList(t *testing.T, h *Harness) {
 		}
 	}
 	k := func(n int, srv string) string { return slot(n).Format(time.RFC3339) + " " + srv }
-	check("all", &prescient.SlotListParams{}, []string{
+	check("all", &driver.SlotListParams{}, []string{
 		k(4, "srv-a"), k(4, "srv-b"), k(3, "srv-a"), k(3, "srv-b"), k(2, "srv-a"), k(2, "srv-b"),
 		k(1, "srv-a"), k(1, "srv-b"), k(0, "srv-a"), k(0, "srv-b"),
 	})
-	check("since", &prescient.SlotListParams{Since: slot(3)}, []string{k(4, "srv-a"), k(4, "srv-b"), k(3, "srv-a"), k(3, "srv-b")})
-	check("until", &prescient.SlotListParams{Until: slot(1)}, []string{k(0, "srv-a"), k(0, "srv-b")})
-	check("range and limit", &prescient.SlotListParams{Since: slot(1), Until: slot(4), Limit: 3}, []string{k(3, "srv-a"), k(3, "srv-b"), k(2, "srv-a")})
+	check("since", &driver.SlotListParams{Since: slot(3)}, []string{k(4, "srv-a"), k(4, "srv-b"), k(3, "srv-a"), k(3, "srv-b")})
+	check("until", &driver.SlotListParams{Until: slot(1)}, []string{k(0, "srv-a"), k(0, "srv-b")})
+	check("range and limit", &driver.SlotListParams{Since: slot(1), Until: slot(4), Limit: 3}, []string{k(3, "srv-a"), k(3, "srv-b"), k(2, "srv-a")})
 }

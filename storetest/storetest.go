@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every prescient.Store must pass,
+// Package storetest is the conformance suite every driver.Driver must pass,
 // so that the PostgreSQL and SQLite stores mean the same thing. A store's
 // package runs it from its own test:
 //
@@ -6,7 +6,7 @@
 //		storetest.Run(t, func(t *testing.T) *storetest.Harness { … })
 //	}
 //
-// The suite speaks only through prescient.Store, the checks.Tx handed to
+// The suite speaks only through driver.Driver, the checks.Tx handed to
 // process functions, and the few hooks of Harness; it imports no driver. Its
 // SQL (a user table for effects) is written to run unchanged on PostgreSQL and
 // SQLite.
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // Harness is one fresh store under test and what the suite needs beyond the
@@ -28,7 +28,7 @@ import (
 type Harness struct {
 	// Store is migrated and empty, and no other test uses its database. The
 	// harness closes it when the test ends; the suite never does.
-	Store prescient.Store
+	Store driver.Driver
 	// Exec runs one statement outside any transaction, in the database the
 	// store uses (the suite creates a user table with it).
 	Exec func(ctx context.Context, sql string, args ...any) error
@@ -70,12 +70,12 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"ProcessOutcomeFailed", testProcessOutcomeFailed},
 		{"ProcessReleased", testProcessReleased},
 		{"ProcessClaimsOnlyDue", testProcessClaimsOnlyDue},
-		{"ProcessBadResult", testProcessBadResult},
+		{"ProcessBadDecisions", testProcessBadDecisions},
 		{"ProcessWritesCommit", testProcessWritesCommit},
-		{"ProcessDiscard", testProcessDiscard},
+		{"ProcessSavepoints", testProcessSavepoints},
+		{"ProcessDiscardThenRetry", testProcessDiscardThenRetry},
+		{"ProcessEmptySavepoints", testProcessEmptySavepoints},
 		{"ProcessTxReads", testProcessTxReads},
-		{"ProcessTxConcurrentUse", testProcessTxConcurrentUse},
-		{"ProcessTxAfterReturn", testProcessTxAfterReturn},
 		{"ProcessConcurrentClaimers", testProcessConcurrentClaimers},
 		{"OverdueSlots", testOverdueSlots},
 		{"Reslot", testReslot},
@@ -114,13 +114,13 @@ func slot(n int) time.Time { return base.Add(time.Duration(n) * 15 * time.Minute
 func at(d time.Duration) time.Time { return base.Add(d).Truncate(time.Microsecond) }
 
 // schedule upserts one job with ConflictReplace at slot s, failing the test on error.
-func schedule(t *testing.T, h *Harness, entity, key, check string, s time.Time, payload string) *prescient.Job {
+func schedule(t *testing.T, h *Harness, entity, key, check string, s time.Time, payload string) *driver.Job {
 	t.Helper()
-	p := &prescient.JobScheduleParams{Entity: entity, Key: key, Check: check, At: s, Now: at(-time.Hour)}
+	p := &driver.JobScheduleParams{Entity: entity, Key: key, Check: check, At: s, Now: at(-time.Hour)}
 	if payload != "" {
 		p.Payload = json.RawMessage(payload)
 	}
-	res, err := h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{p})
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{p})
 	if err != nil {
 		t.Fatalf("schedule %s/%s/%s: %v", entity, key, check, err)
 	}
@@ -131,7 +131,7 @@ func schedule(t *testing.T, h *Harness, entity, key, check string, s time.Time, 
 }
 
 // get returns the pending job, failing the test on error.
-func get(t *testing.T, h *Harness, entity, key, check string) *prescient.Job {
+func get(t *testing.T, h *Harness, entity, key, check string) *driver.Job {
 	t.Helper()
 	j, err := h.Store.JobGet(t.Context(), entity, key, check)
 	if err != nil {
@@ -147,7 +147,7 @@ func wantGone(t *testing.T, h *Harness, entity, key, check string) {
 	if err == nil {
 		t.Fatalf("get %s/%s/%s: found %+v, want ErrNotFound", entity, key, check, j)
 	}
-	if !errors.Is(err, prescient.ErrNotFound) {
+	if !errors.Is(err, driver.ErrNotFound) {
 		t.Fatalf("get %s/%s/%s: %v, want ErrNotFound", entity, key, check, err)
 	}
 }
@@ -202,7 +202,7 @@ func jsonString(v any) string {
 }
 
 // jobDiff compares every stored field of a job.
-func jobDiff(got, want *prescient.Job) diff {
+func jobDiff(got, want *driver.Job) diff {
 	var d diff
 	d.val("ID", got.ID, want.ID)
 	d.val("Entity", got.Entity, want.Entity)

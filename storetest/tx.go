@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
@@ -15,14 +15,14 @@ func testTimesUTC(t *testing.T, h *Harness) {
 	// Stores keep microseconds: these times must come back exactly.
 	when := time.Date(2031, time.March, 4, 15, 17, 9, 123456000, zone)
 	now := time.Date(2031, time.March, 4, 11, 0, 1, 999999000, time.FixedZone("EST", -5*3600))
-	res, err := h.Store.JobSchedule(t.Context(), nil, []*prescient.JobScheduleParams{{
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{{
 		Entity: "order", Key: "tz", Check: "unshipped", At: when, Now: now,
 	}})
 	if err != nil {
 		t.Fatalf("schedule: %v", err)
 	}
 	stored := get(t, h, "order", "tz", "unshipped")
-	for _, j := range []*prescient.Job{res[0].Job, stored} {
+	for _, j := range []*driver.Job{res[0].Job, stored} {
 		for name, x := range map[string][2]time.Time{
 			"NextCheckAt":  {j.NextCheckAt, when},
 			"FirstCheckAt": {j.FirstCheckAt, when},
@@ -35,11 +35,11 @@ func testTimesUTC(t *testing.T, h *Harness) {
 		}
 	}
 	finished := when.Add(time.Second + time.Microsecond)
-	process(t, h, []int64{stored.ID}, when, finished, "srv-1", func(j *checks.Job) prescient.Decision {
+	process(t, h, []int64{stored.ID}, when, finished, "srv-1", func(j *checks.Job) driver.Decision {
 		if !j.Slot.Equal(when) || !j.FirstCheckAt.Equal(when) || j.FirstCheckAt.Location() != time.UTC {
 			t.Errorf("job handed to fn: slot %v, first check %v; want %v in UTC", j.Slot, j.FirstCheckAt, when.UTC())
 		}
-		return prescient.Decision{Outcome: history.Done, Checked: true}
+		return driver.Decision{Outcome: history.Done, Checked: true}
 	})
 	recs := historyOf(t, h, "order", "tz")
 	if len(recs) != 1 {
@@ -65,7 +65,7 @@ func begin(t *testing.T, h *Harness) *Tx {
 }
 
 func testCallerTxRollback(t *testing.T, h *Harness) {
-	if err := h.Store.CatalogSave(t.Context(), []prescient.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
+	if err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
 		t.Fatalf("save catalog: %v", err)
 	}
 	cancelMe := schedule(t, h, "order", "1", "unshipped", slot(1), "")
@@ -73,20 +73,20 @@ func testCallerTxRollback(t *testing.T, h *Harness) {
 	moveMe := schedule(t, h, "order", "1", "unreviewed", slot(1), "")
 
 	tx := begin(t, h)
-	if _, err := h.Store.JobSchedule(t.Context(), tx.Tx, []*prescient.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(2), Now: at(0)}}); err != nil {
+	if _, err := h.Store.JobSchedule(t.Context(), tx.Tx, []*driver.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(2), Now: at(0)}}); err != nil {
 		t.Fatalf("schedule in tx: %v", err)
 	}
 	// The caller's transaction sees its own writes.
-	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &prescient.JobCancelParams{Entity: "order", Key: "2", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
+	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &driver.JobCancelParams{Entity: "order", Key: "2", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
 		t.Fatalf("cancel in tx what the tx scheduled: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &prescient.JobCancelParams{Entity: "order", Key: "1", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
+	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &driver.JobCancelParams{Entity: "order", Key: "1", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
 		t.Fatalf("cancel in tx: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := h.Store.JobResolve(t.Context(), tx.Tx, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: at(0), By: "api"}); err != nil || n != 1 {
+	if n, err := h.Store.JobResolve(t.Context(), tx.Tx, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: at(0), By: "api"}); err != nil || n != 1 {
 		t.Fatalf("resolve in tx: %d, %v; want 1, nil", n, err)
 	}
-	if _, err := h.Store.JobReschedule(t.Context(), tx.Tx, &prescient.JobRescheduleParams{Entity: "order", Key: "1", Check: "unreviewed", At: slot(9), Now: at(0)}); err != nil {
+	if _, err := h.Store.JobReschedule(t.Context(), tx.Tx, &driver.JobRescheduleParams{Entity: "order", Key: "1", Check: "unreviewed", At: slot(9), Now: at(0)}); err != nil {
 		t.Fatalf("reschedule in tx: %v", err)
 	}
 	if err := tx.Rollback(); err != nil {
@@ -104,20 +104,20 @@ func testCallerTxRollback(t *testing.T, h *Harness) {
 }
 
 func testCallerTxCommit(t *testing.T, h *Harness) {
-	if err := h.Store.CatalogSave(t.Context(), []prescient.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
+	if err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{{Check: "unpaid", Awaits: []string{"paid"}}}); err != nil {
 		t.Fatalf("save catalog: %v", err)
 	}
 	schedule(t, h, "order", "1", "unshipped", slot(1), "")
 	schedule(t, h, "order", "1", "unpaid", slot(1), "")
 
 	tx := begin(t, h)
-	if _, err := h.Store.JobSchedule(t.Context(), tx.Tx, []*prescient.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(2), Now: at(0)}}); err != nil {
+	if _, err := h.Store.JobSchedule(t.Context(), tx.Tx, []*driver.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(2), Now: at(0)}}); err != nil {
 		t.Fatalf("schedule in tx: %v", err)
 	}
-	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &prescient.JobCancelParams{Entity: "order", Key: "1", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
+	if n, err := h.Store.JobCancel(t.Context(), tx.Tx, &driver.JobCancelParams{Entity: "order", Key: "1", Check: "unshipped", Now: at(0), By: "api"}); err != nil || n != 1 {
 		t.Fatalf("cancel in tx: %d, %v; want 1, nil", n, err)
 	}
-	if n, err := h.Store.JobResolve(t.Context(), tx.Tx, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: at(0), By: "api"}); err != nil || n != 1 {
+	if n, err := h.Store.JobResolve(t.Context(), tx.Tx, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "paid", Now: at(0), By: "api"}); err != nil || n != 1 {
 		t.Fatalf("resolve in tx: %d, %v; want 1, nil", n, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -135,12 +135,12 @@ func testTxType(t *testing.T, h *Harness) {
 	schedule(t, h, "order", "1", "unshipped", slot(1), "")
 	bad := struct{ name string }{"not a transaction"}
 	errs := map[string]error{}
-	_, errs["JobSchedule"] = h.Store.JobSchedule(t.Context(), bad, []*prescient.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(1), Now: at(0)}})
-	_, errs["JobReschedule"] = h.Store.JobReschedule(t.Context(), bad, &prescient.JobRescheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slot(2), Now: at(0)})
-	_, errs["JobCancel"] = h.Store.JobCancel(t.Context(), bad, &prescient.JobCancelParams{Entity: "order", Key: "1", Now: at(0), By: "api"})
-	_, errs["JobResolve"] = h.Store.JobResolve(t.Context(), bad, &prescient.JobResolveParams{Entity: "order", Key: "1", Event: "shipped", Now: at(0), By: "api"})
+	_, errs["JobSchedule"] = h.Store.JobSchedule(t.Context(), bad, []*driver.JobScheduleParams{{Entity: "order", Key: "2", Check: "unshipped", At: slot(1), Now: at(0)}})
+	_, errs["JobReschedule"] = h.Store.JobReschedule(t.Context(), bad, &driver.JobRescheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slot(2), Now: at(0)})
+	_, errs["JobCancel"] = h.Store.JobCancel(t.Context(), bad, &driver.JobCancelParams{Entity: "order", Key: "1", Now: at(0), By: "api"})
+	_, errs["JobResolve"] = h.Store.JobResolve(t.Context(), bad, &driver.JobResolveParams{Entity: "order", Key: "1", Event: "shipped", Now: at(0), By: "api"})
 	for name, err := range errs {
-		if !errors.Is(err, prescient.ErrTxType) {
+		if !errors.Is(err, driver.ErrTxType) {
 			t.Errorf("%s with a %T as tx: %v, want ErrTxType", name, bad, err)
 		}
 	}

@@ -177,8 +177,8 @@ func TestOrderLifecycle(t *testing.T) {
 	}
 
 	// Firing the same slot again finds nothing: the alert is not raised twice.
-	if rec := e.fire(alertSlot); rec.Outcomes[history.Done] != 1 || len(e.alerts()) != 1 {
-		t.Errorf("re-firing the alert slot: outcomes %v, alerts %q", rec.Outcomes, e.alerts())
+	if rec := e.fire(alertSlot); rec.Checked != 0 || len(e.alerts()) != 1 {
+		t.Errorf("re-firing the alert slot: %d checked, alerts %q; want 0 checked, one alert", rec.Checked, e.alerts())
 	}
 
 	e.fire(placed.Add(24 * time.Hour))

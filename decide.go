@@ -1,0 +1,81 @@
+package prescient
+
+import (
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// policy is the part of the configuration that decides a job's new state
+// from what its check returned.
+type policy struct {
+	grid        slots.Grid
+	maxFailures int
+	backoffMax  time.Duration
+}
+
+func (c *Client) policy() policy {
+	return policy{grid: c.cfg.Grid, maxFailures: c.cfg.MaxFailures, backoffMax: c.cfg.RetryBackoffMax}
+}
+
+// decide turns what a check returned for one job into the job's new state,
+// under limits. j.Slot is the slot the job was due in and j.Now when its
+// check started. It reads nothing else: the same inputs give the same
+// decision.
+//
+//   - an error: a failure, retried at retrySlot, or the job ends failed once
+//     it has failed maxFailures times in a row;
+//   - no next time: the job is done;
+//   - a next time: rounded up to the grid and judged by the guards; a time
+//     that has passed meanwhile (a check run late) lands in the first slot
+//     after j.Now, as when scheduling: "not before X".
+func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) driver.Decision {
+	d := driver.Decision{ID: j.ID, Lateness: j.Lateness()}
+	if r.Err != nil {
+		d.Err = r.Err.Error()
+		if failures := j.FailureCount + 1; failures >= p.maxFailures {
+			d.Outcome = history.Failed
+		} else {
+			d.Next = p.retrySlot(j.Slot, j.Now, failures)
+		}
+		return d
+	}
+	d.Checked = true
+	if r.Next.IsZero() {
+		d.Outcome = history.Done
+		return d
+	}
+	next := p.grid.Ceil(r.Next)
+	if v := limits.Judge(j.CheckCount+1, j.Slot, next); !v.OK() {
+		d.Outcome, d.Reason = v.Outcome, v.Reason
+		return d
+	}
+	if !next.After(j.Now) {
+		next = p.grid.Next(j.Now)
+	}
+	d.Next = next
+	return d
+}
+
+// retrySlot is when a job due in slot that has now failed `failures` times in
+// a row runs again: 1, 2, 4, … slots after slot, the delay capped at
+// backoffMax (and never less than one slot), and never before the first slot
+// after now (a check that ran late, in a catch-up or a sweep, is retried in
+// the next slot).
+func (p policy) retrySlot(slot, now time.Time, failures int) time.Time {
+	res := p.grid.Resolution
+	delay := res
+	for i := 1; i < failures && delay < p.backoffMax; i++ {
+		delay *= 2
+	}
+	delay = max(min(delay, p.backoffMax), res)
+	next := p.grid.Ceil(slot.Add(delay))
+	if !next.After(now) {
+		next = p.grid.Next(now)
+	}
+	return next
+}

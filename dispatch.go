@@ -1,0 +1,239 @@
+package prescient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+)
+
+// Slot ledger kinds.
+const (
+	KindFire    = "fire"
+	KindCatchup = "catchup"
+	KindSweep   = "sweep"
+)
+
+// FireSlot processes exactly the jobs due in slot (next_check_at = slot) and
+// returns what this call did: the jobs it checked, their outcomes and
+// failures, and the jobs it left pending for want of their check. It fires
+// the slot whether or not this server owns it: ownership decides when the
+// engine calls FireSlot, not what FireSlot does. Jobs another server is
+// processing are skipped. slot must lie on the grid.
+//
+// The slot ledger keeps one row per slot and server, adding up every firing
+// of the slot by that server (see Slots); FireSlot's record is this call's
+// share of it.
+func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
+	return c.fireSlot(ctx, ctx, slot, KindFire)
+}
+
+// fireSlot stops dispatching new jobs when work ends, and interrupts running
+// checks (releasing their jobs untouched) when hard ends.
+func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind string) (*SlotRecord, error) {
+	slot = slot.UTC()
+	if !c.cfg.Grid.IsBoundary(slot) {
+		return nil, fmt.Errorf("prescient: fire slot %s: not on the grid (%s)", slot.Format(time.RFC3339Nano), c.cfg.Grid)
+	}
+	name := slot.Format(time.RFC3339)
+	ledger, err := c.ledgerStart(hard, slot, kind)
+	if err != nil {
+		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
+	}
+	did, unknown, cut := c.dispatch(work, hard, slot)
+	for check, n := range unknown {
+		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
+	}
+	c.noteUnknown(unknown)
+	ledger.Add(did)
+	// Unknown counts the jobs the latest firing left pending, not a sum over
+	// firings (each would count the same jobs again).
+	ledger.Unknown = did.Unknown
+	if cut == nil && work.Err() != nil {
+		cut = fmt.Errorf("stopped: %w", work.Err())
+	}
+	if cut != nil {
+		// The slot stays incomplete in the ledger, with what it did: the
+		// rest is still due, and catch-up or the sweep will take it.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(hard), stopTimeout)
+		defer cancel()
+		if err := c.drv.SlotFinish(lctx, ledger); err != nil {
+			cut = errors.Join(cut, err)
+		}
+		return did, fmt.Errorf("prescient: fire slot %s: %w", name, cut)
+	}
+	ledger.FinishedAt = c.now()
+	if err := c.drv.SlotFinish(hard, ledger); err != nil {
+		return did, fmt.Errorf("prescient: fire slot %s: %w", name, err)
+	}
+	return did, nil
+}
+
+// ledgerStart records in the ledger that this server fires slot, and returns
+// the ledger row with what earlier firings of the slot by this server did,
+// so that the row keeps every job the slot checked.
+func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (*SlotRecord, error) {
+	rec := &SlotRecord{Slot: slot, Server: c.cfg.Server, Kind: kind, StartedAt: c.now()}
+	prev, err := c.drv.SlotList(ctx, &driver.SlotListParams{Since: slot, Until: slot.Add(time.Microsecond), Limit: 100})
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	for _, p := range prev {
+		if p.Server == c.cfg.Server {
+			rec.Add(p)
+			rec.StartedAt = p.StartedAt
+		}
+	}
+	rec.Unknown = 0
+	if err := c.drv.SlotStart(ctx, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// dispatch lists the jobs due in slot page by page, splits each page into
+// groups (see plan) and runs up to Workers groups at once, each in its own
+// transaction. It returns what the groups did, the jobs of unknown checks
+// per check name, and what cut the firing short, if anything did.
+func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, cut error) {
+	did = &SlotRecord{}
+	unknown = make(map[string]int)
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		errs  []error
+		after int64
+	)
+	tally := func(t *SlotRecord, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		did.Add(t)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	page := c.pageSize()
+list:
+	for work.Err() == nil {
+		due, err := c.drv.JobsDue(work, &driver.JobsDueParams{Slot: slot, AfterID: after, Limit: page})
+		if err != nil {
+			tally(nil, fmt.Errorf("list due jobs: %w", err))
+			break
+		}
+		if len(due) == 0 {
+			break
+		}
+		after = due[len(due)-1].ID
+		groups, unk := plan(due, c.cfg.Checks.Lookup, c.cfg.Workers, c.cfg.GroupSize, c.cfg.BatchSize)
+		for name, n := range unk {
+			unknown[name] += n
+			tally(&SlotRecord{Unknown: n}, nil)
+		}
+		for _, g := range groups {
+			select {
+			case c.sem <- struct{}{}:
+			case <-work.Done():
+				break list
+			}
+			wg.Go(func() {
+				defer func() { <-c.sem }()
+				tally(c.runGroup(work, hard, slot, g))
+			})
+		}
+	}
+	wg.Wait()
+	return did, unknown, errors.Join(errs...)
+}
+
+// pageSize is how many due jobs dispatch lists at a time: enough to give
+// every worker a group, within [100, 10000].
+func (c *Client) pageSize() int {
+	return min(max(c.cfg.Workers*c.cfg.GroupSize, c.cfg.BatchSize, 100), 10_000)
+}
+
+// A group is what one transaction claims and runs: up to groupSize jobs of
+// single-job checks (of any names), run one after the other, or one call's
+// worth of jobs of one batch check.
+type group struct {
+	ids []int64
+	// batch is the batch check of the group's jobs; nil for single-job checks.
+	batch *checks.Check
+}
+
+// plan splits due jobs, in id order, into groups: the jobs of single-job
+// checks into groups of at most groupSize, but small enough to give each of
+// the workers a group (a group runs its checks one after the other, so 16
+// slow checks in one group would take 16 times as long as in 16), and the
+// jobs of each batch check into groups of its batch size
+// (checks.Opts.BatchSize, else batchSize). Jobs whose check lookup does not
+// know are left out and counted per check name.
+func plan(due []*driver.DueJob, lookup func(string) (*checks.Check, bool), workers, groupSize, batchSize int) (groups []group, unknown map[string]int) {
+	var single []int64
+	batches := make(map[string][]int64)
+	var order []*checks.Check // batch checks, in first-seen order
+	unknown = make(map[string]int)
+	for _, d := range due {
+		ch, ok := lookup(d.Check)
+		switch {
+		case !ok:
+			unknown[d.Check]++
+		case ch.Batch == nil:
+			single = append(single, d.ID)
+		default:
+			if _, seen := batches[ch.Name]; !seen {
+				order = append(order, ch)
+			}
+			batches[ch.Name] = append(batches[ch.Name], d.ID)
+		}
+	}
+	size := min(groupSize, max((len(single)+workers-1)/workers, 1))
+	for ids := range chunks(single, size) {
+		groups = append(groups, group{ids: ids})
+	}
+	for _, ch := range order {
+		size := batchSize
+		if ch.Opts.BatchSize > 0 {
+			size = ch.Opts.BatchSize
+		}
+		for ids := range chunks(batches[ch.Name], size) {
+			groups = append(groups, group{ids: ids, batch: ch})
+		}
+	}
+	return groups, unknown
+}
+
+// chunks yields ids in slices of at most size.
+func chunks(ids []int64, size int) func(func([]int64) bool) {
+	return func(yield func([]int64) bool) {
+		for len(ids) > 0 {
+			n := min(size, len(ids))
+			if !yield(ids[:n:n]) {
+				return
+			}
+			ids = ids[n:]
+		}
+	}
+}
+
+func (c *Client) noteUnknown(m map[string]int) {
+	if len(m) == 0 {
+		return
+	}
+	c.unknownMu.Lock()
+	defer c.unknownMu.Unlock()
+	maps.Copy(c.unknown, m)
+}
+
+// UnknownChecks returns the check names this server found due jobs for but
+// has no check registered under, with the jobs seen in the last slot that
+// had them. Those jobs stay pending.
+func (c *Client) UnknownChecks() map[string]int {
+	c.unknownMu.Lock()
+	defer c.unknownMu.Unlock()
+	return maps.Clone(c.unknown)
+}

@@ -1,0 +1,243 @@
+// Package driver is the contract between prescient's engine and a store: the
+// interface the postgres and sqlite packages implement, the parameter and row
+// types its methods take and return, and the errors they translate theirs
+// into. Applications do not need it; they use prescient.Client over a store.
+//
+// The engine owns the processing protocol (claim due jobs, run their checks
+// with each check's writes isolated, decide, apply the decisions, commit,
+// recover from a failed commit); a driver only answers its queries. Each
+// method is one query, or a few that must run together, plus error
+// translation: errors never carry a database library's types (ErrNotFound,
+// ErrTxType, ErrNotMigrated and ErrLockTimeout are the sentinels the engine
+// tests for). The storetest package holds the conformance suite every driver
+// passes.
+//
+// Times passed in are UTC; times stored as check times are already on the
+// slot grid (the client rounds before calling). A driver never reads the
+// database's clock where the engine's time matters: "now" always comes in as
+// a parameter.
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// Driver is a store as the engine and the client see it.
+//
+// Methods that take tx run in the caller's transaction when tx is non-nil (a
+// pgx.Tx for PostgreSQL, a *sql.Tx for SQLite; anything else is an error
+// wrapping ErrTxType) and in a transaction of their own when tx is nil.
+type Driver interface {
+	// Migrate brings the schema up to date. It is safe to run repeatedly and
+	// from several processes at once.
+	Migrate(ctx context.Context) error
+	// Close releases the store's connections.
+	Close()
+	// Features says what the store can do.
+	Features() Features
+
+	// Begin starts a processing transaction (see Tx). It may wait for a
+	// connection, or for the store's write lock, for as long as ctx lasts.
+	Begin(ctx context.Context) (Tx, error)
+
+	// GridSave records the slot grid in the database, so that the SQL
+	// functions round exactly as the engine does.
+	GridSave(ctx context.Context, g slots.Grid) error
+	// CatalogSave records, for each check, the events it awaits. Resolve
+	// settles pending jobs by reading this catalog, so the application never
+	// has to know which checks it scheduled. Entries replace earlier entries of
+	// the same name; other names are left alone.
+	CatalogSave(ctx context.Context, entries []CatalogEntry) error
+
+	// JobSchedule upserts jobs on (entity, key, check) following each
+	// params' OnConflict rule, and returns the resulting rows in params order.
+	JobSchedule(ctx context.Context, tx any, params []*JobScheduleParams) ([]*JobScheduleResult, error)
+	// JobReschedule moves an existing job's next check. It returns ErrNotFound
+	// when there is no such job.
+	JobReschedule(ctx context.Context, tx any, p *JobRescheduleParams) (*Job, error)
+	// JobCancel moves the matching pending jobs to history as cancelled and
+	// returns how many there were (0 is not an error).
+	JobCancel(ctx context.Context, tx any, p *JobCancelParams) (int, error)
+	// JobResolve moves to history as resolved every pending job of the entity
+	// whose check awaits the event (per the catalog), and returns how many.
+	JobResolve(ctx context.Context, tx any, p *JobResolveParams) (int, error)
+	// JobGet returns one pending job, or ErrNotFound.
+	JobGet(ctx context.Context, entity, key, check string) (*Job, error)
+
+	// JobsDue lists pending jobs with next_check_at exactly p.Slot and
+	// id > p.AfterID, ascending by id, at most p.Limit. Its cost is
+	// proportional to the jobs due in the slot, not to the table, whatever
+	// the table held when the store first ran it.
+	JobsDue(ctx context.Context, p *JobsDueParams) ([]*DueJob, error)
+	// JobsOverdueSlots lists the distinct slots s with after < s < before
+	// that still have pending jobs, oldest first, at most limit. A zero after
+	// is no lower bound; passing the last slot returned pages on.
+	JobsOverdueSlots(ctx context.Context, after, before time.Time, limit int) ([]time.Time, error)
+	// JobsReslot moves every pending job with next_check_at before p.Before to
+	// p.To (a slot), skipping rows held by a processing transaction, and
+	// returns how many.
+	JobsReslot(ctx context.Context, p *JobsReslotParams) (int, error)
+	// JobStats summarises the pending table for status: totals, overdue jobs,
+	// the load of upcoming slots and the pending count per check name.
+	JobStats(ctx context.Context, p *JobStatsParams) (*JobStats, error)
+
+	// SlotStart records that a server started firing a slot (an upsert on
+	// slot and server that clears any earlier finish).
+	SlotStart(ctx context.Context, r *SlotRecord) error
+	// SlotFinish records the end of a slot with its counts. With
+	// r.FinishedAt zero it records the counts and leaves the slot incomplete:
+	// a firing cut short (shutdown, a store error) still says what it did.
+	SlotFinish(ctx context.Context, r *SlotRecord) error
+	// SlotList returns ledger rows, newest slot first.
+	SlotList(ctx context.Context, p *SlotListParams) ([]*SlotRecord, error)
+
+	// HistoryList returns history records matching f, newest first.
+	HistoryList(ctx context.Context, f history.Filter) ([]*history.Record, error)
+	// HistoryCounts counts history records per outcome finished at or after since.
+	HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error)
+	// HistoryPrune deletes history records finished before `before`, and ledger
+	// rows of slots before it, returning how many history records went.
+	HistoryPrune(ctx context.Context, before time.Time) (int, error)
+
+	// ServerHeartbeat upserts a server's registration.
+	ServerHeartbeat(ctx context.Context, s *Server) error
+	// ServerList returns the registered servers, sorted by name.
+	ServerList(ctx context.Context) ([]*Server, error)
+	// ServerDelete removes a server's registration; a missing one is not an error.
+	ServerDelete(ctx context.Context, name string) error
+
+	// The methods below move a store's contents to another store (`prescient
+	// copy`). Exports read pages in id order outside any transaction: a copy
+	// is consistent only while no server or client writes to the source.
+
+	// GridGet returns the slot grid last saved by GridSave (Resolution and
+	// Offset; Cycle is not stored and is zero), or ErrNotFound when none was
+	// saved.
+	GridGet(ctx context.Context) (slots.Grid, error)
+	// CatalogList returns every catalog entry, sorted by check name. An entry
+	// whose check awaits no event has an empty Awaits.
+	CatalogList(ctx context.Context) ([]CatalogEntry, error)
+	// JobsExport returns at most limit pending jobs with id > afterID,
+	// ascending by id, with their full state. Page through the table by
+	// passing the last id returned as the next afterID; a page shorter than
+	// limit is the last. limit must be positive.
+	JobsExport(ctx context.Context, afterID int64, limit int) ([]*Job, error)
+	// JobsImport inserts jobs into the pending table exactly as given, in
+	// the caller's transaction or its own: the id and every other field
+	// (first, next and last check, counts, last error, runtime, lateness,
+	// payload, created and updated times) are kept, so that a job's history
+	// record keeps the id it had in the source.
+	//
+	// Keeping ids is safe only because collisions are refused: a job whose
+	// (entity, key, check) is already pending, whose id is already used by a
+	// pending job or a history record, or that appears twice in jobs, is an
+	// error naming it, and nothing of the call is written (CheckJobsImport
+	// finds what needs no database). Ids must be positive. The store's id
+	// sequence is moved past the largest imported id, so that jobs scheduled
+	// later never take one of them; that move is not undone if the
+	// transaction rolls back (it leaves a gap, no harm).
+	JobsImport(ctx context.Context, tx any, jobs []*Job) error
+	// HistoryExport returns at most limit history records with id > afterID,
+	// ascending by id, with every field. Paging is as in JobsExport.
+	HistoryExport(ctx context.Context, afterID int64, limit int) ([]*history.Record, error)
+	// HistoryImport inserts history records exactly as given, ids included,
+	// in the caller's transaction or its own. A record whose id is already
+	// used by a history record or a pending job, that appears twice in recs
+	// or whose outcome is unknown is an error naming it, and nothing of the
+	// call is written. History ids are pending jobs' ids, so the store's job
+	// id sequence is moved past the largest imported id, as in JobsImport.
+	HistoryImport(ctx context.Context, tx any, recs []*history.Record) error
+}
+
+// TxUnwrapper is implemented by a store whose caller transactions are of
+// type TTx (pgx.Tx for PostgreSQL, *sql.Tx for SQLite). UnwrapTx returns tx
+// as the Driver's tx parameters take it. It lets prescient.TypedClient have
+// the compiler check the transactions an application passes in.
+type TxUnwrapper[TTx any] interface {
+	UnwrapTx(tx TTx) any
+}
+
+// Features says what a store can do.
+type Features struct {
+	// MultiHost reports that servers on several hosts may share the store
+	// (automatic ownership needs it).
+	MultiHost bool
+	// MaxGroupSize caps how many checks one processing transaction may run,
+	// each in a savepoint of its own; 0 means no cap. PostgreSQL caps it at 64,
+	// the subtransactions a backend caches: a transaction with more
+	// subtransactions that wrote overflows the cache and slows every
+	// snapshot on the server until it ends.
+	MaxGroupSize int
+}
+
+// Tx is a processing transaction: the engine claims due jobs in it, runs
+// their checks through it, applies their decisions and commits. Its methods
+// are not safe for concurrent use; the engine serialises the checks' calls.
+//
+// Each check's writes are isolated: the engine calls Savepoint before a
+// check (or a batch check's call) runs, then Release to keep its writes or
+// RollbackTo to undo them. A driver may defer these and send them with the
+// next statement, and may leave out a savepoint that encloses no statement:
+// an error they meet then surfaces from that later call, and Err reports it.
+type Tx interface {
+	// Claim locks the jobs among p.IDs whose next_check_at is still p.Slot
+	// and that no other transaction holds, and returns them in id order with
+	// Slot set (the engine sets Now and Tx). A job held elsewhere is skipped,
+	// never waited for, unless p.LockWait is positive: then Claim waits up
+	// to LockWait for all of them, and returns an error wrapping
+	// ErrLockTimeout if they are still held.
+	Claim(ctx context.Context, p *ClaimParams) ([]*checks.Job, error)
+
+	// Savepoint starts isolating a check's writes; Release keeps them and
+	// RollbackTo undoes them. Savepoints do not nest: each Savepoint is ended
+	// by one Release or RollbackTo before the next.
+	Savepoint(ctx context.Context) error
+	Release(ctx context.Context) error
+	RollbackTo(ctx context.Context) error
+
+	// Exec, Query and QueryRow run a check's statement in the transaction.
+	// While the Rows of Query (or a Row not yet scanned) are open, the
+	// transaction is busy; the engine closes them before the check's
+	// savepoint ends. QueryRow's Scan reports ErrNotFound when there was no
+	// row.
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+	// Raw returns the database library's transaction, for checks.Tx.Driver,
+	// with any deferred savepoint sent first. A check that uses it directly
+	// must not commit or roll it back.
+	Raw() any
+
+	// Aborted reports that a statement failed and left the current savepoint
+	// aborted (PostgreSQL then refuses every later statement until
+	// RollbackTo): a check that returned no error after that failed.
+	Aborted() bool
+	// Err reports that the transaction can no longer commit at all (its
+	// connection was lost, SQLite rolled it back): every check's writes in it
+	// are gone.
+	Err() error
+
+	// Apply applies the decisions, all in the transaction, in one statement
+	// where the store allows. It refuses params that fail Validate and
+	// applies nothing then.
+	Apply(ctx context.Context, p *ApplyParams) error
+	// Commit commits; Rollback rolls back (a no-op after Commit). Both end
+	// the transaction and release what Begin took.
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Rows iterates a check's query result.
+type Rows = checks.Rows
+
+// Row is one result row of a check's QueryRow. Close releases it unscanned;
+// the engine closes every row when the check ends.
+type Row interface {
+	checks.Row
+	Close()
+}

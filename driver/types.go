@@ -1,0 +1,316 @@
+package driver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient/history"
+)
+
+// Errors a driver translates its own into. The prescient package exports the
+// same values under the same names.
+var (
+	// ErrNotFound is returned when a job that must exist does not.
+	ErrNotFound = errors.New("prescient: not found")
+	// ErrTxType is returned when a method is given a transaction of a type
+	// the store does not use (a *sql.Tx to the PostgreSQL store, say).
+	ErrTxType = errors.New("prescient: transaction type does not match the store")
+	// ErrNotMigrated is returned when prescient's tables are missing from the
+	// database.
+	ErrNotMigrated = errors.New("prescient: the database has no prescient tables yet: run `prescient migrate` (or Store.Migrate) first")
+	// ErrLockTimeout is returned by Tx.Claim when jobs it waited for stayed
+	// held by another transaction.
+	ErrLockTimeout = errors.New("prescient: jobs still held by another transaction")
+)
+
+// CatalogEntry says which events settle a check.
+type CatalogEntry struct {
+	Check  string
+	Awaits []string
+}
+
+// ConflictRule says what scheduling does when the job (entity, key, check)
+// is already pending.
+type ConflictRule string
+
+const (
+	// ConflictReplace (the default) moves the pending job's next check to the
+	// new time, replaces its payload when a new one is given, and clears its
+	// failure count. first_check_at, check_count and created_at stay: it is
+	// still the same job, rescheduled.
+	ConflictReplace ConflictRule = "replace"
+	// ConflictKeep leaves the pending job untouched: scheduling becomes
+	// idempotent for event handlers that may see the same event twice.
+	ConflictKeep ConflictRule = "keep"
+)
+
+// JobScheduleParams is one job to upsert. At is already a slot.
+type JobScheduleParams struct {
+	Entity     string
+	Key        string
+	Check      string
+	At         time.Time
+	Payload    json.RawMessage
+	OnConflict ConflictRule
+	Now        time.Time
+}
+
+// JobScheduleResult is the pending row after an upsert, and whether the upsert
+// inserted it (false: it existed, and OnConflict decided what happened).
+type JobScheduleResult struct {
+	Job      *Job
+	Inserted bool
+}
+
+// JobRescheduleParams moves an existing job's next check to At (a slot).
+type JobRescheduleParams struct {
+	Entity, Key, Check string
+	At                 time.Time
+	Now                time.Time
+}
+
+// JobCancelParams selects jobs to cancel: one check of an entity, or every
+// check of it when Check is empty.
+type JobCancelParams struct {
+	Entity, Key, Check string
+	Now                time.Time
+	// By is recorded as the history record's FinishedBy.
+	By string
+}
+
+// JobResolveParams settles the jobs of an entity awaiting Event.
+type JobResolveParams struct {
+	Entity, Key, Event string
+	Now                time.Time
+	By                 string
+}
+
+// JobsDueParams pages through the jobs due in one slot.
+type JobsDueParams struct {
+	Slot    time.Time
+	AfterID int64
+	Limit   int
+}
+
+// DueJob is a due job's identity, enough to group it by check.
+type DueJob struct {
+	ID    int64
+	Check string
+}
+
+// JobsReslotParams moves overdue jobs to a later slot.
+type JobsReslotParams struct {
+	Before time.Time
+	To     time.Time
+	Now    time.Time
+}
+
+// JobStatsParams asks for the pending table's summary as of the slot Current.
+type JobStatsParams struct {
+	// Current is the slot now in progress: jobs due before it are overdue,
+	// jobs due at or after it are upcoming.
+	Current time.Time
+	// Upcoming caps the number of upcoming slots listed.
+	Upcoming int
+}
+
+// ClaimParams says which jobs a processing transaction claims.
+type ClaimParams struct {
+	IDs  []int64
+	Slot time.Time
+	// LockWait, when positive, makes Claim wait up to this long for jobs
+	// another transaction holds, instead of skipping them.
+	LockWait time.Duration
+}
+
+// ApplyParams are the decisions of one processing transaction.
+type ApplyParams struct {
+	// Slot is the slot the jobs were due in: a checked job's last_check_at.
+	Slot time.Time
+	// Now is written as updated_at and as finished_at.
+	Now time.Time
+	// Server is written into history records' FinishedBy.
+	Server string
+	// Decisions holds one decision per job to change; a job claimed and left
+	// out stays as it was.
+	Decisions []Decision
+}
+
+// Validate reports decisions that cannot be applied: one that changes
+// nothing, names an unknown outcome, or a job named twice. A driver calls it
+// before applying anything.
+func (p *ApplyParams) Validate() error {
+	seen := make(map[int64]bool, len(p.Decisions))
+	for i, d := range p.Decisions {
+		switch {
+		case d.Released():
+			return fmt.Errorf("decision %d (job %d) changes nothing: leave the job out instead", i, d.ID)
+		case seen[d.ID]:
+			return fmt.Errorf("decision %d: job %d has two decisions", i, d.ID)
+		}
+		seen[d.ID] = true
+		if d.Outcome != "" {
+			if _, err := history.ParseOutcome(string(d.Outcome)); err != nil {
+				return fmt.Errorf("decision %d (job %d): %w", i, d.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Decision is the new state of one claimed job. Exactly one of three things
+// happens: Outcome set moves the job to history; otherwise Next set keeps it
+// pending until Next; neither set leaves the row untouched (released, e.g. for
+// a check this server does not know), and such a decision is never applied.
+type Decision struct {
+	// ID is the job's id.
+	ID int64
+	// Outcome, when set, moves the job to history with this outcome.
+	Outcome history.Outcome
+	// Next is the job's new next_check_at (a slot), when it stays pending.
+	Next time.Time
+	// Checked says the check ran to a result: check_count goes up by one, the
+	// failure count is cleared and last_check_at becomes the slot.
+	Checked bool
+	// Err, when set, records a failure: failure_count goes up by one and
+	// last_error becomes Err.
+	Err string
+	// Reason, when set with an Outcome and no Err, says why the job finished
+	// (a guard's verdict); it is recorded as the history record's last_error
+	// without counting a failure.
+	Reason string
+	// Runtime is added to the job's total runtime.
+	Runtime time.Duration
+	// Lateness is how long after the slot the check started; it replaces the
+	// job's lateness.
+	Lateness time.Duration
+}
+
+// Released reports whether the decision leaves the row as it was.
+func (d Decision) Released() bool { return d.Outcome == "" && d.Next.IsZero() }
+
+// JobStats summarises the pending table.
+type JobStats struct {
+	Pending       int       `json:"pending"`
+	Overdue       int       `json:"overdue"`
+	OldestOverdue time.Time `json:"oldest_overdue,omitzero"`
+	// Upcoming lists the slots at or after Current that have jobs, soonest first.
+	Upcoming []SlotLoad `json:"upcoming"`
+	// ByCheck counts pending jobs per check name.
+	ByCheck map[string]int `json:"by_check"`
+}
+
+// SlotLoad is the number of jobs pending in one slot.
+type SlotLoad struct {
+	Slot time.Time `json:"slot"`
+	Jobs int       `json:"jobs"`
+}
+
+// SlotRecord is one row of the slot ledger: one server's firing of one slot.
+type SlotRecord struct {
+	Slot   time.Time `json:"slot"`
+	Server string    `json:"server"`
+	// Kind is "fire" for a slot fired at its boundary, "catchup" for a past
+	// slot fired late, "sweep" for a sweep in run mode.
+	Kind      string    `json:"kind"`
+	StartedAt time.Time `json:"started_at"`
+	// FinishedAt is zero while the slot is in progress, or if its server died.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Checked counts jobs whose check ran (to a result or a failure).
+	Checked int `json:"checked"`
+	// Rescheduled counts jobs that stayed pending with a later check.
+	Rescheduled int `json:"rescheduled"`
+	// Failures counts failed checks (error, panic, timeout).
+	Failures int `json:"failures"`
+	// Unknown counts the jobs the latest firing left pending because this
+	// server has no check of their name (a server that knows it runs them,
+	// from the sweep). A slot is complete once fired, unknown jobs or not.
+	Unknown int `json:"unknown"`
+	// Outcomes counts the jobs that finished, per outcome.
+	Outcomes map[history.Outcome]int `json:"outcomes,omitempty"`
+	// MaxLateness is the longest delay between the slot and a check's start.
+	MaxLateness time.Duration `json:"max_lateness_ns"`
+}
+
+// Complete reports whether the slot's firing finished.
+func (r *SlotRecord) Complete() bool { return !r.FinishedAt.IsZero() }
+
+// Add adds the counts of o to r (Unknown included) and keeps the larger
+// MaxLateness. A nil o adds nothing.
+func (r *SlotRecord) Add(o *SlotRecord) {
+	if o == nil {
+		return
+	}
+	r.Checked += o.Checked
+	r.Rescheduled += o.Rescheduled
+	r.Failures += o.Failures
+	r.Unknown += o.Unknown
+	for k, v := range o.Outcomes {
+		if r.Outcomes == nil {
+			r.Outcomes = make(map[history.Outcome]int)
+		}
+		r.Outcomes[k] += v
+	}
+	r.MaxLateness = max(r.MaxLateness, o.MaxLateness)
+}
+
+// SlotListParams selects ledger rows: slots in [Since, Until) (zero bounds are
+// open), newest first, at most Limit (0 means 100).
+type SlotListParams struct {
+	Since, Until time.Time
+	Limit        int
+}
+
+// Server is a registered server (automatic ownership and status).
+type Server struct {
+	Name        string    `json:"name"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// Positions are the positions the server fires, as it last reported them.
+	Positions []int `json:"positions"`
+}
+
+// Job is a pending job as stored.
+type Job struct {
+	ID           int64           `json:"id"`
+	Entity       string          `json:"entity"`
+	Key          string          `json:"key"`
+	Check        string          `json:"check"`
+	FirstCheckAt time.Time       `json:"first_check_at"`
+	NextCheckAt  time.Time       `json:"next_check_at"`
+	LastCheckAt  time.Time       `json:"last_check_at,omitzero"`
+	CheckCount   int             `json:"check_count"`
+	FailureCount int             `json:"failure_count"`
+	LastError    string          `json:"last_error,omitempty"`
+	Runtime      time.Duration   `json:"runtime_ns"`
+	Lateness     time.Duration   `json:"lateness_ns"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+// CheckJobsImport reports what makes jobs unfit for Driver.JobsImport before
+// any database is asked: an id that is not positive, or an id or an (entity,
+// key, check) that appears twice. Every driver calls it first, so that all
+// refuse the same input with the same message.
+func CheckJobsImport(jobs []*Job) error {
+	type identity struct{ entity, key, check string }
+	seenID := make(map[int64]bool, len(jobs))
+	seenKey := make(map[identity]bool, len(jobs))
+	for _, j := range jobs {
+		name := j.Entity + "/" + j.Key + "/" + j.Check
+		switch k := (identity{j.Entity, j.Key, j.Check}); {
+		case j.ID < 1:
+			return fmt.Errorf("import %d job(s): job %s has id %d, want a positive id", len(jobs), name, j.ID)
+		case seenID[j.ID]:
+			return fmt.Errorf("import %d job(s): id %d appears twice (job %s)", len(jobs), j.ID, name)
+		case seenKey[k]:
+			return fmt.Errorf("import %d job(s): job %s appears twice", len(jobs), name)
+		default:
+			seenID[j.ID], seenKey[k] = true, true
+		}
+	}
+	return nil
+}

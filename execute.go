@@ -1,0 +1,394 @@
+package prescient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// The processing protocol, written once for every store. A group of due jobs
+// runs in one transaction of the store's driver:
+//
+//	Begin, Claim (the jobs still due that no other transaction holds)
+//	for each check (one job, or one call of a batch check):
+//	    Savepoint, run the check under its guards, then
+//	    Release (keep its writes) or RollbackTo (undo them)
+//	Apply (every job's new state, in one statement), Commit
+//
+// The exactly-once rule: an effect is never recorded without its write, and
+// a failed check's writes never commit.
+//
+//   - A check's writes through job.Tx and its job's new state commit
+//     together, in one transaction, or not at all.
+//   - A check that fails (returns an error, panics, overruns its runtime
+//     guard, or goes on after one of its statements failed) has its own
+//     writes undone by RollbackTo, and its failure is recorded; the other
+//     checks of the group keep theirs.
+//   - If the transaction dies (its connection is lost, the commit fails),
+//     every write the checks kept dies with it: their jobs stay due,
+//     untouched, and run again. The failures hold without their writes, so
+//     recover records them in a fresh transaction.
+//   - A check interrupted by shutdown is undone and its job left untouched,
+//     as are the jobs of the group not yet run.
+
+// reclaimWait bounds how long recover waits for rows still locked, most
+// likely by the transaction that just died while its server session ends.
+const reclaimWait = 5 * time.Second
+
+// unit is one call of a check: one job of a single-job check, or the jobs of
+// a batch check's group.
+type unit struct {
+	check *checks.Check
+	jobs  []*checks.Job
+}
+
+// ran is what became of one unit.
+type ran struct {
+	// decisions holds one decision per job; none when the unit was
+	// interrupted and its jobs released.
+	decisions []driver.Decision
+	// kept says the unit's writes were kept (it succeeded); otherwise they
+	// were rolled back.
+	kept bool
+}
+
+// runGroup runs a group: in one transaction, or, once a transaction has run
+// for GroupDuration, in as many as it takes. It returns what committed.
+func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (*SlotRecord, error) {
+	total := &SlotRecord{}
+	for ids := g.ids; len(ids) > 0 && work.Err() == nil; {
+		t, rest, err := c.runTx(work, hard, slot, g.batch, ids)
+		total.Add(t)
+		if err != nil {
+			if g.batch != nil {
+				return total, fmt.Errorf("%d job(s) of check %s: %w", len(ids), g.batch.Name, err)
+			}
+			return total, fmt.Errorf("group of %d job(s): %w", len(ids), err)
+		}
+		ids = rest
+	}
+	return total, nil
+}
+
+// runTx claims the jobs ids still due in slot and runs their checks in one
+// transaction. It stops starting checks once the transaction has run for
+// GroupDuration, returning the ids it did not get to, and when work or hard
+// ends, leaving them due.
+func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks.Check, ids []int64) (*SlotRecord, []int64, error) {
+	tx, err := c.drv.Begin(hard)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		ctx, cancel := finishCtx(hard)
+		defer cancel()
+		_ = tx.Rollback(ctx) // after Commit, a no-op
+	}()
+	jobs, err := tx.Claim(hard, &driver.ClaimParams{IDs: ids, Slot: slot})
+	if err != nil || len(jobs) == 0 {
+		return nil, nil, err
+	}
+	units := c.units(batch, jobs)
+	began := time.Now()
+	var (
+		done []ran
+		rest []int64
+	)
+	for i, u := range units {
+		if i > 0 && (work.Err() != nil || hard.Err() != nil || time.Since(began) >= c.cfg.GroupDuration) {
+			if work.Err() == nil {
+				for _, u := range units[i:] {
+					rest = append(rest, u.jobs[0].ID)
+				}
+			}
+			break
+		}
+		r, err := c.runUnit(hard, tx, u)
+		done = append(done, r)
+		if err != nil {
+			t, err := c.recover(hard, slot, done, err)
+			return t, nil, err
+		}
+	}
+	ds := decisionsOf(done)
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
+	err = tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds})
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		t, err := c.recover(hard, slot, done, err)
+		return t, nil, err
+	}
+	return tallyOf(ds), rest, nil
+}
+
+// finishCtx returns the context to end a transaction in: hard's, or, once
+// hard has ended (shutdown), a short one of its own, so that the checks that
+// finished still commit and the ones cut off still roll back.
+func finishCtx(hard context.Context) (context.Context, context.CancelFunc) {
+	if hard.Err() == nil {
+		return context.WithCancel(hard)
+	}
+	return context.WithTimeout(context.WithoutCancel(hard), stopTimeout)
+}
+
+// units splits claimed jobs into calls: one for a batch check's jobs, one per
+// job for single-job checks.
+func (c *Client) units(batch *checks.Check, jobs []*checks.Job) []unit {
+	if batch != nil {
+		return []unit{{check: batch, jobs: jobs}}
+	}
+	us := make([]unit, 0, len(jobs))
+	for _, j := range jobs {
+		// plan looked every check up; one that vanished leaves its job due.
+		if ch, ok := c.cfg.Checks.Lookup(j.Check); ok {
+			us = append(us, unit{check: ch, jobs: []*checks.Job{j}})
+		}
+	}
+	return us
+}
+
+// errAbortedStatement marks a check that returned no error after one of its
+// statements failed and aborted its savepoint.
+var errAbortedStatement = errors.New("a statement failed in the check's transaction and the database aborted it, " +
+	"but the check went on and returned no error; return the statement's error, or handle it in a savepoint " +
+	"of the check's own (job.Tx.Driver())")
+
+// runUnit runs one call of a check in its own savepoint of tx, and keeps or
+// undoes its writes. An error means tx can no longer commit.
+func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit) (ran, error) {
+	now := c.now()
+	for _, j := range u.jobs {
+		j.Now = now
+	}
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
+	if err := tx.Savepoint(ctx); err != nil {
+		return ran{}, err
+	}
+	ct := newCheckTx(tx)
+	for _, j := range u.jobs {
+		j.Tx = ct
+	}
+	limits := c.cfg.Guards.Override(u.check.Opts.Guards)
+	start := time.Now()
+	results, err := call(hard, u, limits)
+	elapsed := time.Since(start)
+	ct.close()
+	if err == nil && tx.Aborted() {
+		err = fmt.Errorf("check %s: %w", u.check.Name, errAbortedStatement)
+	}
+	r := ran{kept: err == nil}
+	if !errors.Is(err, errInterrupted) {
+		r.decisions = c.decideUnit(limits, u, results, err, elapsed)
+	}
+	if terr := tx.Err(); terr != nil {
+		return r, terr
+	}
+	if r.kept {
+		return r, tx.Release(ctx)
+	}
+	return r, tx.RollbackTo(ctx)
+}
+
+// decideUnit decides every job of a unit: err, when set, is the whole call's
+// failure; otherwise results holds one result per job.
+func (c *Client) decideUnit(limits guards.Limits, u unit, results []checks.Result, err error, elapsed time.Duration) []driver.Decision {
+	p := c.policy()
+	per := elapsed / time.Duration(len(u.jobs))
+	ds := make([]driver.Decision, len(u.jobs))
+	for i, j := range u.jobs {
+		r := checks.Result{Err: err}
+		if err == nil {
+			r = results[i]
+		}
+		d := p.decide(limits, j, r)
+		d.Runtime = per
+		switch {
+		case d.Outcome == history.Failed:
+			c.log.Warn("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", r.Err)
+		case d.Err != "":
+			c.log.Info("check failed, will retry", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "retry_at", d.Next, "error", r.Err)
+		case d.Reason != "":
+			c.log.Warn("guard ended job", "entity", j.Entity, "key", j.Key, "check", j.Check, "outcome", d.Outcome, "reason", d.Reason)
+		}
+		ds[i] = d
+	}
+	return ds
+}
+
+// recover settles a group whose transaction failed (cause) after some of its
+// checks ran. Every write the checks kept died with the transaction, so
+// their jobs stay due, untouched, and run again: recording their results
+// would claim effects that never committed. The checks that failed had their
+// writes undone anyway, so their decisions hold: they are applied in a fresh
+// transaction, to the jobs still due in slot, so that a failure is always
+// counted. The error says what was lost.
+func (c *Client) recover(hard context.Context, slot time.Time, done []ran, cause error) (*SlotRecord, error) {
+	var held []driver.Decision
+	lost := 0
+	for _, r := range done {
+		switch {
+		case r.kept:
+			lost += len(r.decisions)
+		default:
+			held = append(held, r.decisions...)
+		}
+	}
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
+	applied, err := c.reapply(ctx, slot, held)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w; then in a new transaction: %v", cause, err)
+	case lost > 0:
+		return tallyOf(applied), fmt.Errorf("the transaction failed with the writes of %d checked job(s), which are lost; those jobs stay due: %w", lost, cause)
+	}
+	return tallyOf(applied), nil
+}
+
+// reapply applies ds in a transaction of its own to the jobs still due in
+// slot, and returns the decisions it applied. It first waits up to
+// reclaimWait for their locks, since a transaction that just died may hold
+// them a little longer; if some stay held (another server is processing
+// them), it applies the decisions of the others only.
+func (c *Client) reapply(ctx context.Context, slot time.Time, ds []driver.Decision) ([]driver.Decision, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	applied, err := c.applyAfresh(ctx, slot, ds, reclaimWait)
+	if errors.Is(err, driver.ErrLockTimeout) {
+		applied, err = c.applyAfresh(ctx, slot, ds, 0)
+	}
+	return applied, err
+}
+
+func (c *Client) applyAfresh(ctx context.Context, slot time.Time, ds []driver.Decision, wait time.Duration) ([]driver.Decision, error) {
+	tx, err := c.drv.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	byID := make(map[int64]driver.Decision, len(ds))
+	ids := make([]int64, len(ds))
+	for i, d := range ds {
+		byID[d.ID], ids[i] = d, d.ID
+	}
+	jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slot, LockWait: wait})
+	if err != nil {
+		return nil, err
+	}
+	held := make([]driver.Decision, len(jobs))
+	for i, j := range jobs {
+		held[i] = byID[j.ID]
+	}
+	if err := tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: held}); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// decisionsOf gathers the decisions of ran units (a released unit has none).
+func decisionsOf(done []ran) []driver.Decision {
+	var ds []driver.Decision
+	for _, r := range done {
+		ds = append(ds, r.decisions...)
+	}
+	return ds
+}
+
+// tallyOf counts committed decisions the way the ledger does.
+func tallyOf(ds []driver.Decision) *SlotRecord {
+	t := &SlotRecord{}
+	for _, d := range ds {
+		t.Checked++
+		t.MaxLateness = max(t.MaxLateness, d.Lateness)
+		switch {
+		case d.Outcome != "":
+			if t.Outcomes == nil {
+				t.Outcomes = make(map[history.Outcome]int)
+			}
+			t.Outcomes[d.Outcome]++
+		case d.Err == "":
+			t.Rescheduled++
+		}
+		if d.Err != "" {
+			t.Failures++
+		}
+	}
+	return t
+}
+
+// errInterrupted marks a check stopped by shutdown rather than by its own fault.
+var errInterrupted = errors.New("interrupted by shutdown")
+
+// call runs one unit's check under its runtime guard: the results, one per
+// job, are read only when the error is nil.
+func call(ctx context.Context, u unit, limits guards.Limits) ([]checks.Result, error) {
+	var results []checks.Result
+	err := guarded(ctx, limits.Runtime, u.check.Name, func(ctx context.Context) error {
+		if u.check.Batch != nil {
+			r, err := u.check.Batch(ctx, u.jobs)
+			if err == nil && len(r) != len(u.jobs) {
+				err = fmt.Errorf("batch check returned %d results for %d jobs", len(r), len(u.jobs))
+			}
+			results = r
+			return err
+		}
+		next, err := u.check.Func(ctx, u.jobs[0])
+		results = []checks.Result{{Next: next}}
+		return err
+	})
+	if err != nil {
+		// The check may still be running (abandoned past its guard): its
+		// results are not to be read.
+		return nil, err
+	}
+	return results, nil
+}
+
+// guarded runs fn with a deadline of limit. A panic becomes an error with its
+// stack; overrunning the deadline is an error even if fn ignores its context
+// (fn is then abandoned, and closing its checks.Tx makes sure it can no
+// longer write). If ctx itself ends first, the error is errInterrupted.
+func guarded(ctx context.Context, limit time.Duration, name string, fn func(context.Context) error) error {
+	runCtx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("check %s panicked: %v\n%s", name, p, debug.Stack())
+			}
+		}()
+		done <- fn(runCtx)
+	}()
+	select {
+	case err := <-done:
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		if runCtx.Err() != nil && err != nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("check %s ran past its runtime guard of %s", name, limit)
+		}
+		return err
+	case <-runCtx.Done():
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		return fmt.Errorf("check %s ran past its runtime guard of %s", name, limit)
+	}
+}

@@ -1,0 +1,188 @@
+package prescient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// Start records the grid and the check catalog in the store, runs the
+// start-up sweep (unless disabled; ending ctx cuts it short), fires the
+// current slot if this server owns it, and then fires every owned slot at
+// its boundary until Stop. Slot ticks, the scheduled sweep and pruning are
+// driven by robfig/cron. Start returns once the start-up work is done.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isRunning() {
+		return errors.New("prescient: start: already running")
+	}
+	if old, err := c.drv.GridGet(ctx); err == nil && (old.Resolution != c.cfg.Grid.Resolution || old.Offset != c.cfg.Grid.Offset) {
+		c.log.Warn("the slot grid changed: jobs scheduled on the old grid are moved onto the new one by the sweep, and the SQL functions now round to the new grid",
+			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())
+	}
+	if err := c.drv.GridSave(ctx, c.cfg.Grid); err != nil {
+		return fmt.Errorf("prescient: start: save grid: %w", err)
+	}
+	if err := c.SyncCatalog(ctx); err != nil {
+		return fmt.Errorf("prescient: start: %w", err)
+	}
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	hard, stopNow := context.WithCancel(context.WithoutCancel(ctx))
+	c.runMu.Lock()
+	c.workCtx, c.hardCtx, c.stopWork, c.stopNow = work, hard, stopWork, stopNow
+	c.runMu.Unlock()
+	c.startedAt = c.now()
+	if err := c.Heartbeat(ctx); err != nil {
+		stopWork()
+		stopNow()
+		return fmt.Errorf("prescient: start: %w", err)
+	}
+
+	if !c.cfg.SweepOnStartDisabled {
+		// Start's caller may give up (a signal during a long start-up sweep).
+		sweepCtx, cancel := context.WithCancel(ctx)
+		res, err := c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode)
+		cancel()
+		if err != nil {
+			c.log.Error("start-up sweep", "error", err)
+		} else if res.Jobs > 0 || res.Slots > 0 {
+			c.log.Info("start-up sweep", "mode", res.Mode, "slots", res.Slots, "jobs", res.Jobs)
+		}
+	}
+
+	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
+	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.Tick(work) }))
+	if c.cfg.SweepSchedule != "-" {
+		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
+		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {
+			if _, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
+				c.log.Error("scheduled sweep", "error", err)
+			}
+		}))
+	}
+	if c.cfg.PruneSchedule != "-" && c.cfg.HistoryRetention > 0 {
+		spec, _ := cron.ParseStandard(c.cfg.PruneSchedule)
+		c.cron.Schedule(spec, c.job(func(work, _ context.Context) {
+			if n, err := c.Prune(work); err != nil {
+				c.log.Error("prune history", "error", err)
+			} else if n > 0 {
+				c.log.Info("pruned history", "records", n)
+			}
+		}))
+	}
+	c.runMu.Lock()
+	c.running = true
+	c.wg.Add(2)
+	c.runMu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		c.Tick(work) // the slot in progress at start-up
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.heartbeatLoop(work)
+	}()
+	c.cron.Start()
+	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
+	if len(c.cfg.Ownership) > 0 && len(c.Positions()) == 0 {
+		c.log.Warn("this server is not in the static ownership map: it fires no slot (it still sweeps); check its name (server, PRESCIENT_SERVER)",
+			"server", c.cfg.Server, "servers_in_map", c.cfg.Ownership.Servers())
+	}
+	return nil
+}
+
+// isRunning reports whether the client is started.
+func (c *Client) isRunning() bool {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.running
+}
+
+// track registers one piece of background work with Stop and returns the
+// contexts it runs under, or ok false when the client is not running (Stop
+// has begun): it must then not start.
+func (c *Client) track() (work, hard context.Context, ok bool) {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if !c.running {
+		return nil, nil, false
+	}
+	c.wg.Add(1)
+	return c.workCtx, c.hardCtx, true
+}
+
+// job wraps fn as a cron job tracked by Stop.
+func (c *Client) job(fn func(work, hard context.Context)) cron.Job {
+	return cron.FuncJob(func() {
+		work, hard, ok := c.track()
+		if !ok {
+			return
+		}
+		defer c.wg.Done()
+		fn(work, hard)
+	})
+}
+
+// stopTimeout bounds the store calls Stop and a cut-short slot still make
+// after their context ended (deregistering, recording the ledger), so that a
+// database that does not answer cannot hold shutdown up.
+const stopTimeout = 5 * time.Second
+
+// Stop stops firing: no new slot or job is started, in-flight checks get
+// until ctx ends or the configured ShutdownGrace (whichever is first) to
+// finish, and checks still running then are interrupted and their jobs
+// released untouched (they stay due, for the sweep). Stop is idempotent.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runMu.Lock()
+	if !c.running {
+		c.runMu.Unlock()
+		return nil
+	}
+	c.running = false // no work is tracked from here on
+	c.runMu.Unlock()
+	cronDone := c.cron.Stop()
+	c.stopWork()
+
+	grace := time.NewTimer(c.cfg.ShutdownGrace)
+	defer grace.Stop()
+	done := make(chan struct{})
+	go func() {
+		<-cronDone.Done()
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-grace.C:
+		c.log.Warn("shutdown grace over: interrupting in-flight checks", "grace", c.cfg.ShutdownGrace)
+	case <-ctx.Done():
+		c.log.Warn("shutdown cut short: interrupting in-flight checks")
+	}
+	c.stopNow()
+	<-done
+	// Deregister so that, with automatic ownership, the others take this
+	// server's positions at once rather than after ServerTimeout.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	if err := c.drv.ServerDelete(dctx, c.cfg.Server); err != nil {
+		c.log.Warn("deregister", "error", err)
+	}
+	c.log.Info("stopped")
+	return nil
+}
+func (c *Client) hardCtxOr(ctx context.Context) context.Context {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.running {
+		return c.hardCtx
+	}
+	return ctx
+}

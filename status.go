@@ -1,0 +1,83 @@
+package prescient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// Status is a snapshot for operators: what is pending and when, what is
+// overdue, how recent slots went and how jobs finished.
+type Status struct {
+	Server  string     `json:"server"`
+	Now     time.Time  `json:"now"`
+	Current time.Time  `json:"current_slot"`
+	Grid    slots.Grid `json:"grid"`
+	Jobs    *JobStats  `json:"jobs"`
+	// Recent lists the latest ledger rows, newest slot first.
+	Recent []*SlotRecord `json:"recent_slots"`
+	// Outcomes counts history records per outcome over the last day.
+	Outcomes map[history.Outcome]int `json:"outcomes_24h"`
+	Servers  []*Server               `json:"servers"`
+}
+
+// StatusOpts tunes Status. Zero values take defaults.
+type StatusOpts struct {
+	// Upcoming caps the upcoming slots listed (default 10).
+	Upcoming int
+	// Recent caps the ledger rows listed (default 10).
+	Recent int
+}
+
+// Status reads a snapshot of the pending table, the ledger and history.
+func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) {
+	o := StatusOpts{Upcoming: 10, Recent: 10}
+	if opts != nil {
+		if opts.Upcoming > 0 {
+			o.Upcoming = opts.Upcoming
+		}
+		if opts.Recent > 0 {
+			o.Recent = opts.Recent
+		}
+	}
+	now := c.now()
+	st := &Status{Server: c.cfg.Server, Now: now, Current: c.cfg.Grid.Floor(now), Grid: c.cfg.Grid}
+	var err error
+	if st.Jobs, err = c.drv.JobStats(ctx, &driver.JobStatsParams{Current: st.Current, Upcoming: o.Upcoming}); err != nil {
+		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	if st.Recent, err = c.drv.SlotList(ctx, &driver.SlotListParams{Limit: o.Recent}); err != nil {
+		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	if st.Outcomes, err = c.drv.HistoryCounts(ctx, now.Add(-24*time.Hour)); err != nil {
+		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	if st.Servers, err = c.drv.ServerList(ctx); err != nil {
+		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	return st, nil
+}
+
+// SlotsParams selects rows of the slot ledger: slots in [Since, Until) (zero
+// bounds are open), newest first, at most Limit (0 means 100).
+type SlotsParams = driver.SlotListParams
+
+// Slots reads the slot ledger: one row per slot and server that fired it,
+// adding up every firing of the slot by that server (a slot fired again by a
+// sweep or after a restart keeps one row), with when it started and finished
+// (zero while incomplete), its counts and its worst lateness. p may be nil for
+// the latest 100 rows.
+func (c *Client) Slots(ctx context.Context, p *SlotsParams) ([]*SlotRecord, error) {
+	if p == nil {
+		p = &SlotsParams{}
+	}
+	recs, err := c.drv.SlotList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("prescient: read the slot ledger: %w", err)
+	}
+	return recs, nil
+}

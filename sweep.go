@@ -1,0 +1,109 @@
+package prescient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient/driver"
+)
+
+// SweepResult says what a sweep did.
+type SweepResult struct {
+	Mode SweepMode `json:"mode"`
+	// Slots counts the overdue slots fired (run mode).
+	Slots int `json:"slots"`
+	// Jobs counts the jobs checked (run mode) or moved (reslot mode).
+	Jobs int `json:"jobs"`
+	// To is the slot jobs were moved to (reslot mode).
+	To time.Time `json:"to,omitzero"`
+}
+
+// Sweep takes the overdue jobs, those due before the slot in progress that
+// nobody processed, in the given mode: SweepRun fires their slots now,
+// oldest first; SweepReslot moves them to the next slot.
+func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error) {
+	if _, err := ParseSweepMode(string(mode)); err != nil {
+		return nil, fmt.Errorf("prescient: sweep: %w", err)
+	}
+	return c.sweep(ctx, ctx, mode)
+}
+
+// sweepBatch is how many overdue slots a run-mode sweep lists at a time.
+const sweepBatch = 100
+
+func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode) (*SweepResult, error) {
+	now := c.now()
+	cur := c.cfg.Grid.Floor(now)
+	res := &SweepResult{Mode: mode}
+	if mode == SweepReslot {
+		to := c.cfg.Grid.Next(now)
+		n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now})
+		if err != nil {
+			return nil, fmt.Errorf("prescient: sweep: reslot: %w", err)
+		}
+		res.Jobs, res.To = n, to
+		return res, nil
+	}
+	// Page through the overdue slots oldest first. A slot that fails (or
+	// whose jobs are of checks this server does not know) stays overdue; the
+	// cursor moves past it so that it cannot stall the slots after it.
+	var (
+		after time.Time
+		errs  []error
+	)
+	for workCtx.Err() == nil {
+		overdue, err := c.drv.JobsOverdueSlots(workCtx, after, cur, sweepBatch)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if len(overdue) == 0 {
+			break
+		}
+		for _, s := range overdue {
+			if workCtx.Err() != nil {
+				break
+			}
+			after = s
+			if !c.cfg.Grid.IsBoundary(s) {
+				// Scheduled on a grid since changed: move the jobs onto the
+				// new one. Slots before s were taken already in this pass.
+				to := c.cfg.Grid.Ceil(s)
+				n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: s.Add(time.Microsecond), To: to, Now: now})
+				if err != nil {
+					errs = append(errs, fmt.Errorf("move jobs of off-grid slot %s: %w", s.Format(time.RFC3339Nano), err))
+					continue
+				}
+				c.log.Info("moved jobs scheduled on an old grid onto the current one", "from", s, "to", to, "jobs", n)
+				continue
+			}
+			rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			res.Slots++
+			res.Jobs += rec.Checked
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("prescient: sweep: %w", err)
+	}
+	return res, nil
+}
+
+// Prune deletes history records (and ledger rows) older than the configured
+// retention and returns how many records went. With retention -1 it does
+// nothing.
+func (c *Client) Prune(ctx context.Context) (int, error) {
+	if c.cfg.HistoryRetention < 0 {
+		return 0, nil
+	}
+	n, err := c.drv.HistoryPrune(ctx, c.now().Add(-c.cfg.HistoryRetention))
+	if err != nil {
+		return 0, fmt.Errorf("prescient: prune history: %w", err)
+	}
+	return n, nil
+}

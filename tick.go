@@ -1,0 +1,135 @@
+package prescient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// catchupMax bounds how many missed slots one tick fires; older ones are left
+// to the sweep, so a server waking from a long pause does not walk slot by
+// slot through days of empty ones.
+const catchupMax = 1000
+
+// tickWindow returns the slots a tick at now fires, from the first to cur,
+// the slot in progress: the slots after lastGood (the last slot up to which
+// every owned slot fired; zero before the first tick), and, with a positive
+// lookBack (automatic ownership: the server timeout), the slots of the last
+// lookBack plus one slot, whose positions may have just come from a server
+// that died. It never reaches back more than catchupMax slots.
+func tickWindow(g slots.Grid, now, lastGood time.Time, lookBack time.Duration) (from, cur time.Time) {
+	cur = g.Floor(now)
+	from = cur
+	if !lastGood.IsZero() {
+		from = g.Add(lastGood, 1)
+	}
+	if lookBack > 0 {
+		if back := g.Floor(cur.Add(-lookBack - g.Resolution)); back.Before(from) {
+			from = back
+		}
+	}
+	if int(cur.Sub(from)/g.Resolution) >= catchupMax {
+		from = g.Add(cur, -(catchupMax - 1))
+	}
+	return from, cur
+}
+
+// Tick fires the slots this server owns that are due and not yet fired: the
+// slot in progress now, and past slots that are incomplete in the ledger
+// back to the last slot up to which every owned slot fired (after a missed
+// tick, a store outage or a pause). With automatic ownership it also looks
+// back ServerTimeout, to catch up slots of positions it has just taken over
+// from a server that died. The engine calls it at every slot boundary; tests
+// and simulations call it after moving the clock. Ticks never overlap.
+func (c *Client) Tick(ctx context.Context) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	g := c.cfg.Grid
+	var lookBack time.Duration
+	if c.cfg.AutoOwnership {
+		lookBack = c.cfg.ServerTimeout
+	}
+	from, cur := tickWindow(g, c.now(), c.lastGood, lookBack)
+	var complete map[time.Time]bool
+	if from.Before(cur) {
+		var err error
+		if complete, err = c.completeSlots(ctx, from, cur); err != nil {
+			c.setHealth(fmt.Errorf("prescient: tick: read ledger: %w", err))
+			return
+		}
+	}
+	// A slot that fails does not hold up the ones after it; the next tick
+	// starts again from the first that failed (later ones that succeeded are
+	// complete in the ledger by then, and skipped).
+	var failed time.Time
+	var errs []error
+	for s := from; !s.After(cur) && ctx.Err() == nil; s = g.Add(s, 1) {
+		if !c.owns(g.Position(s)) || complete[s] {
+			continue
+		}
+		kind := KindFire
+		if s.Before(cur) {
+			kind = KindCatchup
+		}
+		if _, err := c.fireSlot(ctx, c.hardCtxOr(ctx), s, kind); err != nil {
+			if failed.IsZero() {
+				failed = s
+			}
+			errs = append(errs, err)
+		}
+	}
+	if err := c.fireLeftovers(ctx, g.Add(cur, -1)); err != nil {
+		errs = append(errs, err)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	switch {
+	case !failed.IsZero():
+		c.lastGood = g.Add(failed, -1)
+	case len(errs) == 0:
+		c.lastGood = cur
+	}
+	c.setHealth(errors.Join(errs...))
+}
+
+// fireLeftovers fires an owned slot again if jobs of known checks are still
+// due in it after it fired: jobs another server held and then released
+// (it died, its transaction aborted), or jobs scheduled into the slot by a
+// client whose clock runs behind this server's.
+func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
+	if !c.owns(c.cfg.Grid.Position(slot)) {
+		return nil
+	}
+	due, err := c.drv.JobsDue(ctx, &driver.JobsDueParams{Slot: slot, Limit: c.cfg.BatchSize})
+	if err != nil {
+		return fmt.Errorf("prescient: tick: %w", err)
+	}
+	for _, d := range due {
+		if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
+			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup)
+			return err
+		}
+	}
+	return nil
+}
+
+// completeSlots returns the slots in [from, until) that some server finished
+// firing.
+func (c *Client) completeSlots(ctx context.Context, from, until time.Time) (map[time.Time]bool, error) {
+	recs, err := c.drv.SlotList(ctx, &driver.SlotListParams{Since: from, Until: until, Limit: catchupMax * 4})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[time.Time]bool)
+	for _, r := range recs {
+		if r.Complete() {
+			out[r.Slot.UTC()] = true
+		}
+	}
+	return out, nil
+}
