@@ -113,6 +113,11 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 		r, err := c.runUnit(hard, tx, u)
 		done = append(done, r)
 		if err != nil {
+			// The dead transaction may still hold the rows recover claims
+			// again: end it first.
+			ctx, cancel := finishCtx(hard)
+			_ = tx.Rollback(ctx)
+			cancel()
 			t, err := c.recover(hard, slot, done, err)
 			return t, nil, err
 		}
@@ -171,9 +176,7 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit) (ran, error
 	for _, j := range u.jobs {
 		j.Now = now
 	}
-	ctx, cancel := finishCtx(hard)
-	defer cancel()
-	if err := tx.Savepoint(ctx); err != nil {
+	if err := tx.Savepoint(hard); err != nil {
 		return ran{}, err
 	}
 	ct := newCheckTx(tx)
@@ -195,6 +198,10 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit) (ran, error
 	if terr := tx.Err(); terr != nil {
 		return r, terr
 	}
+	// Shutdown may have ended hard while the check ran: its savepoint
+	// still ends, in a context of its own.
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
 	if r.kept {
 		return r, tx.Release(ctx)
 	}

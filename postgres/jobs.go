@@ -316,12 +316,10 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.
 	return j, nil
 }
 
-// JobsDue pages through the slot on the (next_check_at, id) index.
+// JobsDue pages through the slot on the (next_check_at, id) index, through
+// prescient_jobs_due, whose plan is pinned (see its migration).
 func (s *Store) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, check_name FROM prescient_jobs
-		WHERE next_check_at = $1 AND id > $2
-		ORDER BY id LIMIT $3`, planEachTime, p.Slot, p.AfterID, p.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT id, check_name FROM prescient_jobs_due($1, $2, $3)`, p.Slot, p.AfterID, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
 	}

@@ -63,12 +63,19 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 	return &procTx{tx: tx}, nil
 }
 
-// claimSQL locks the jobs among $1 still due in $2; claimLock is appended.
+// claimSQL locks the jobs among $1 still due in $2; SKIP LOCKED may follow.
+//
+// It reaches the rows by primary key only: the slot test is written so that
+// no index can serve it. Planned with statistics taken before a burst of
+// scheduling filled the slot, "next_check_at = $2" looks selective, and
+// PostgreSQL walks the due index through the whole slot, filtering on id,
+// for every group (64 ms for 50 jobs of a 200,000-job slot), where looking
+// the ids up costs the group's size.
 const claimSQL = `
 	SELECT id, entity, entity_key, check_name, first_check_at, check_count, failure_count,
 		last_error, payload, created_at
 	FROM prescient_jobs
-	WHERE id = ANY($1) AND next_check_at = $2
+	WHERE id = ANY($1) AND (next_check_at = $2) IS TRUE
 	ORDER BY id
 	FOR UPDATE`
 

@@ -67,7 +67,10 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 		unlock()
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	if t.tx, err = conn.BeginTx(ctx, nil); err != nil {
+	// database/sql rolls a transaction back when its BeginTx context ends;
+	// this one ends by Commit or Rollback alone, so that a group cut short by
+	// shutdown still commits the checks that finished.
+	if t.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil); err != nil {
 		_ = setRollbackHook(conn, nil)
 		conn.Close()
 		unlock()

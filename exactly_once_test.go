@@ -1,0 +1,280 @@
+package prescient_test
+
+// The exactly-once rule of the processing protocol (execute.go), tested on
+// every store: an effect is never recorded without its write, and a failed
+// check's writes never commit. The checks of these tests share one group,
+// one transaction, so that each also shows one check's fate leaving the
+// others' alone.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// oneGroup makes every due job of a slot run in one transaction, one check
+// after the other.
+func oneGroup(c *prescient.Config) {
+	c.Workers, c.GroupSize = 1, 50
+}
+
+// writeAlert writes the job's alert through the engine's transaction.
+func writeAlert(ctx context.Context, j *checks.Job) error {
+	_, err := j.Tx.Exec(ctx, "INSERT INTO alerts (entity_key, stage) VALUES ($1, 'alert')", j.Key)
+	return err
+}
+
+func TestFailedChecksWritesNeverCommit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		release := make(chan struct{})
+		defer close(release)
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			switch j.Key {
+			case "errors":
+				return time.Time{}, errors.New("lookup failed")
+			case "panics":
+				panic("boom")
+			case "overruns":
+				<-release // ignores its context: abandoned past its guard
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, &checks.Opts{Guards: guards.Limits{Runtime: 100 * time.Millisecond}}), oneGroup)
+		keys := []string{"ok-1", "errors", "panics", "overruns", "ok-2"}
+		for _, k := range keys {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		rec := fire(t, c, "2026-03-10T10:15:00Z")
+		if rec.Checked != 5 || rec.Failures != 3 || rec.Outcomes[history.Done] != 2 {
+			t.Errorf("slot record %+v, want 5 checked: 3 failures, 2 done", rec)
+		}
+		if got := h.count("SELECT * FROM alerts WHERE entity_key IN ('ok-1', 'ok-2')"); got != 2 {
+			t.Errorf("%d alerts of the checks that succeeded, want 2", got)
+		}
+		if got := h.count("SELECT * FROM alerts WHERE entity_key NOT IN ('ok-1', 'ok-2')"); got != 0 {
+			t.Errorf("%d alerts of failed checks committed, want 0", got)
+		}
+		for _, k := range []string{"errors", "panics", "overruns"} {
+			if j := wantPending(t, c, k, "c"); j.FailureCount != 1 || j.LastError == "" || !j.NextCheckAt.After(ts("2026-03-10T10:15:00Z")) {
+				t.Errorf("%s: %+v, want one failure recorded and a retry later", k, j)
+			}
+		}
+	})
+}
+
+// breakTx makes the group's transaction die under the check: the
+// connection is closed (PostgreSQL), or a write is interrupted, which makes
+// SQLite roll the whole transaction back. The check then returns no error.
+func breakTx(ctx context.Context, h *harness, j *checks.Job) {
+	switch h.name {
+	case "postgres":
+		_ = j.Tx.Driver().(pgx.Tx).Conn().Close(ctx)
+	default:
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		_, _ = j.Tx.Exec(short, `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c)
+			INSERT INTO alerts (entity_key, stage) SELECT 'x', i FROM c`)
+	}
+}
+
+// When the transaction dies, the writes of every check that succeeded die
+// with it: their jobs stay due, untouched, with no effect recorded, and run
+// again (once) when the slot is fired again. A check that failed had its
+// writes undone anyway: its failure is recorded in a fresh transaction.
+func TestTransactionDyingUnderKeptWrites(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		var broke sync.Once
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			switch j.Key {
+			case "fails":
+				return time.Time{}, errors.New("lookup failed")
+			case "breaks":
+				broke.Do(func() { breakTx(ctx, h, j) })
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), oneGroup)
+		for _, k := range []string{"ok", "fails", "breaks", "never-ran"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		slot := ts("2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		if _, err := c.FireSlot(context.Background(), slot); err == nil || !strings.Contains(err.Error(), "lost") {
+			t.Fatalf("fire with the transaction dying: %v, want an error saying writes were lost", err)
+		}
+		if n := h.count("SELECT * FROM alerts"); n != 0 {
+			t.Fatalf("%d alerts committed from a transaction that died", n)
+		}
+		for _, k := range []string{"ok", "breaks", "never-ran"} {
+			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount != 0 || j.FailureCount != 0 {
+				t.Errorf("%s: %+v, want it still due, untouched", k, j)
+			}
+		}
+		if j := wantPending(t, c, "fails", "c"); j.FailureCount != 1 || !j.NextCheckAt.After(slot) {
+			t.Errorf("fails: %+v, want its failure recorded and a retry later", j)
+		}
+		if recs := historyOf(t, c, "ok"); len(recs) != 0 {
+			t.Errorf("history of a job whose transaction died: %+v", recs)
+		}
+
+		// Fired again, every job left due runs once.
+		rec := fire(t, c, "2026-03-10T10:15:00Z")
+		if rec.Checked != 3 || rec.Outcomes[history.Done] != 3 {
+			t.Errorf("fired again: %+v, want 3 done", rec)
+		}
+		for _, k := range []string{"ok", "breaks", "never-ran"} {
+			wantOutcome(t, c, k, history.Done, 1)
+			if n := h.count("SELECT * FROM alerts WHERE entity_key = $1", k); n != 1 {
+				t.Errorf("%s: %d alerts, want exactly 1", k, n)
+			}
+		}
+	})
+}
+
+// A checks.Tx is the check's only while it runs: a goroutine of the check
+// that uses it afterwards gets an error, and nothing it writes commits.
+func TestCheckTxAfterTheCheckReturned(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		var kept checks.Tx
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			kept = j.Tx
+			return time.Time{}, writeAlert(ctx, j)
+		}
+		c := h.client(clk, register(t, "c", check, nil), oneGroup)
+		schedule(t, c, "1", "c", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		fire(t, c, "2026-03-10T10:15:00Z")
+		ctx := context.Background()
+		if _, err := kept.Exec(ctx, "INSERT INTO alerts (entity_key, stage) VALUES ('1', 'late')"); err == nil {
+			t.Error("Exec after the check returned: no error")
+		}
+		var n int
+		if err := kept.QueryRow(ctx, "SELECT count(*) FROM alerts").Scan(&n); err == nil {
+			t.Error("QueryRow after the check returned: no error")
+		}
+		if _, err := kept.Query(ctx, "SELECT * FROM alerts"); err == nil {
+			t.Error("Query after the check returned: no error")
+		}
+		if kept.Driver() != nil {
+			t.Error("Driver after the check returned: not nil")
+		}
+		if n := h.count("SELECT * FROM alerts"); n != 1 {
+			t.Errorf("%d alerts, want the check's own only", n)
+		}
+		wantOutcome(t, c, "1", history.Done, 1)
+	})
+}
+
+// A batch check may share job.Tx between goroutines: the calls take turns
+// on the transaction's connection, and every write commits.
+func TestCheckTxSharedBetweenGoroutines(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		const workers = 16
+		reg := &checks.Registry{}
+		err := reg.RegisterBatch("c", func(ctx context.Context, js []*checks.Job) ([]checks.Result, error) {
+			var wg sync.WaitGroup
+			errs := make(chan error, 2*workers)
+			for i := range workers {
+				wg.Go(func() {
+					if _, err := js[0].Tx.Exec(ctx, "INSERT INTO alerts (entity_key, stage) VALUES ($1, $2)", js[0].Key, fmt.Sprint(i)); err != nil {
+						errs <- err
+					}
+					var n int
+					if err := js[0].Tx.QueryRow(ctx, "SELECT count(*) FROM alerts").Scan(&n); err != nil {
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				return nil, err
+			}
+			return make([]checks.Result, len(js)), nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.client(clk, reg, nil)
+		schedule(t, c, "1", "c", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		fire(t, c, "2026-03-10T10:15:00Z")
+		wantOutcome(t, c, "1", history.Done, 1)
+		if n := h.count("SELECT * FROM alerts"); n != workers {
+			t.Errorf("%d alerts, want %d", n, workers)
+		}
+	})
+}
+
+// A group cut short by shutdown commits the checks that finished; the check
+// it interrupted and the ones it never started are left untouched, due, to
+// run again.
+func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		entered := make(chan struct{})
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			if j.Key == "2" {
+				close(entered)
+				<-ctx.Done()
+				return time.Time{}, ctx.Err()
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), oneGroup)
+		for _, k := range []string{"1", "2", "3"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		slot := ts("2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.FireSlot(ctx, slot)
+			done <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("fire cut short: no error, want the slot reported incomplete")
+		}
+		wantOutcome(t, c, "1", history.Done, 1)
+		for _, k := range []string{"2", "3"} {
+			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
+				t.Errorf("%s: %+v, want it due, untouched", k, j)
+			}
+		}
+		if n := h.count("SELECT * FROM alerts"); n != 1 {
+			t.Errorf("%d alerts, want job 1's only", n)
+		}
+		recs, err := c.Slots(context.Background(), nil)
+		if err != nil || len(recs) != 1 || recs[0].Complete() || recs[0].Checked != 1 {
+			t.Errorf("ledger: %+v, %v; want the slot incomplete with 1 checked", recs, err)
+		}
+	})
+}

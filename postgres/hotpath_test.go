@@ -1,0 +1,262 @@
+package postgres_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// roundTrips counts the round trips a pool makes: one per query or exec,
+// one per batch.
+type roundTrips struct {
+	mu      sync.Mutex
+	n       int
+	commits int
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if strings.EqualFold(strings.TrimSpace(d.SQL), "commit") {
+		r.commits++
+	}
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (r *roundTrips) reset() (n, commits int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, commits = r.n, r.commits
+	r.n, r.commits = 0, 0
+	return n, commits
+}
+
+// tracedStore opens a migrated store on a schema of its own whose pool
+// counts its round trips.
+func tracedStore(t *testing.T) (*postgres.Store, *roundTrips) {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := postgres.New(pool, &postgres.Opts{Schema: schema})
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s, rt
+}
+
+// A single-job check with two statements (look the order up, write its
+// alert) costs two round trips, its savepoint included: the savepoint
+// statements travel with the check's own. Each group adds four (begin, claim,
+// apply, commit), whatever its size.
+func TestRoundTripsPerCheck(t *testing.T) {
+	t.Parallel()
+	s, rt := tracedStore(t)
+	ctx := t.Context()
+	if _, err := s.Pool().Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL);
+		CREATE TABLE alerts (order_id text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const jobs, groupSize, workers = 200, 50, 2
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO orders SELECT g::text, 'unshipped' FROM generate_series(0, $1 - 1) g`, jobs); err != nil {
+		t.Fatal(err)
+	}
+	reg := &checks.Registry{}
+	if err := reg.Register("unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		var status string
+		if err := j.Tx.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1`, j.Key).Scan(&status); err != nil {
+			return time.Time{}, err
+		}
+		_, err := j.Tx.Exec(ctx, `INSERT INTO alerts (order_id) VALUES ($1)`, j.Key)
+		return time.Time{}, err
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute},
+		Checks: reg, Workers: workers, GroupSize: groupSize, Now: func() time.Time { return slotAt }, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []prescient.ScheduleParams
+	for i := range jobs {
+		ps = append(ps, prescient.ScheduleParams{Entity: "order", Key: strconv.Itoa(i), Check: "unshipped", At: slotAt.Add(time.Minute)})
+	}
+	// A first slot warms the connections' statement caches, as a running
+	// server's are.
+	if _, err := c.ScheduleMany(ctx, ps[:workers*groupSize]); err != nil {
+		t.Fatal(err)
+	}
+	next := slotAt.Add(15 * time.Minute)
+	if _, err := c.FireSlot(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ScheduleMany(ctx, ps[workers*groupSize:]); err != nil {
+		t.Fatal(err)
+	}
+	rt.reset()
+	rec, err := c.FireSlot(ctx, next)
+	if err != nil || rec.Outcomes[history.Done] != jobs-workers*groupSize {
+		t.Fatalf("fire: %+v, %v; want %d done", rec, err, jobs-workers*groupSize)
+	}
+	n, commits := rt.reset()
+	checked := jobs - workers*groupSize
+	groups := checked / groupSize
+	// The slot itself: read the ledger, start it, two due pages, finish it.
+	const perSlot = 5
+	if want := 2*checked + 4*groups + perSlot; n > want || commits != groups {
+		t.Errorf("%d round trips and %d commits for %d checks in %d groups; want at most %d (2 per check, 4 per group, %d per slot) and %d commits",
+			n, commits, checked, groups, want, perSlot, groups)
+	}
+	var alerts int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM alerts`).Scan(&alerts); err != nil || alerts != jobs {
+		t.Errorf("alerts: %d, %v; want %d", alerts, err, jobs)
+	}
+}
+
+// A server started before any job exists must not slow down when a large
+// slot arrives. PostgreSQL plans the engine's statements from statistics
+// that, until autovacuum comes by, describe the empty table: the due list
+// and the claim must not then walk the whole slot for every page or group.
+// The test keeps the statistics stale (autovacuum off for the table), warms
+// the engine on the empty table, fires a slot of 20,000 jobs and counts the
+// index entries read: a handful per job when the plans hold, hundreds when
+// they do not.
+func TestPlansHoldWhenJobsArriveAfterStart(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	cfg.ConnConfig.RuntimeParams["application_name"] = "plans-" + schema
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := postgres.New(pool, &postgres.Opts{Schema: schema})
+	t.Cleanup(s.Close)
+	ctx := t.Context()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE prescient_jobs SET (autovacuum_enabled = false); ANALYZE prescient_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	reg := &checks.Registry{}
+	if err := reg.Register("c", func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	grid := slots.Grid{Resolution: time.Second}
+	now := slotAt
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: grid, Checks: reg,
+		Now: func() time.Time { return now }, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm up on the empty table, and on a tiny slot: past five executions a
+	// cached statement would switch to a generic plan made now.
+	for i := range 8 {
+		if i == 4 {
+			if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "warm", Check: "c", At: grid.Add(slotAt, 5)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.FireSlot(ctx, grid.Add(slotAt, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const jobs = 20_000
+	big := grid.Add(slotAt, 100)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO prescient_jobs (entity, entity_key, check_name, first_check_at, next_check_at, created_at, updated_at)
+		SELECT 'order', g::text, 'c', $1, $1, $2, $2 FROM generate_series(1, $3) g`, big, slotAt, jobs); err != nil {
+		t.Fatal(err)
+	}
+	before := indexReads(t, pool, schema)
+	now = big
+	rec, err := c.FireSlot(ctx, big)
+	if err != nil || rec.Outcomes[history.Done] != jobs {
+		t.Fatalf("fire the large slot: %+v, %v; want %d done", rec, err, jobs)
+	}
+	pool.Reset() // the backends flush their statistics as they exit
+	waitGone(t, url, "plans-"+schema)
+	reads := indexReads(t, pool, schema) - before
+	if limit := int64(10 * jobs); reads > limit {
+		t.Errorf("firing a slot of %d jobs read %d index entries of prescient_jobs (%.0f per job); want at most %d: "+
+			"a statement walked the whole slot again and again", jobs, reads, float64(reads)/jobs, limit)
+	}
+}
+
+// indexReads returns the index entries read from prescient_jobs's indexes so
+// far, as the statistics show them.
+func indexReads(t *testing.T, pool *pgxpool.Pool, schema string) int64 {
+	t.Helper()
+	var n int64
+	err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(idx_tup_read), 0)::bigint FROM pg_stat_user_indexes
+		WHERE schemaname = $1 AND relname = 'prescient_jobs'`, schema).Scan(&n)
+	if err != nil {
+		t.Fatalf("index statistics: %v", err)
+	}
+	return n
+}
+
+// waitGone waits until no backend of application name app is left, so that
+// all of them have flushed their statistics.
+func waitGone(t *testing.T, url, app string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for end := time.Now().Add(30 * time.Second); ; {
+		var left int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d backends of %s still there after 30s", left, app)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, with a bound
+	}
+}
