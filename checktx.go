@@ -21,7 +21,10 @@ var errCheckTxClosed = errors.New("prescient: check transaction used after the c
 // abandoned check does can reach the next check's savepoint.
 type checkTx struct {
 	tx driver.Tx
-	// life is cancelled by close; every call's context follows it.
+	// own is the check's own context, which ends when the check does: calls
+	// made with it need nothing more.
+	own context.Context
+	// life is cancelled by close; the context of every other call follows it.
 	life context.Context
 	end  context.CancelFunc
 
@@ -34,18 +37,28 @@ type checkTx struct {
 
 var _ checks.Tx = (*checkTx)(nil)
 
-func newCheckTx(tx driver.Tx) *checkTx {
+// newCheckTx returns the checks.Tx of a check whose own context is own: the
+// engine cancels own when the check ends, before close.
+func newCheckTx(tx driver.Tx, own context.Context) *checkTx {
 	life, end := context.WithCancel(context.Background())
-	return &checkTx{tx: tx, life: life, end: end}
+	return &checkTx{tx: tx, own: own, life: life, end: end}
 }
 
-// acquire locks a for one call and returns the call's context, which close
-// also cancels, and the function that lets it go. The caller unlocks a.mu.
+func noRelease() {}
+
+// acquire locks a for one call and returns the call's context, which ends by
+// close at the latest, and the function that lets it go. The caller unlocks
+// a.mu. The check's own context already ends with the check; any other (a
+// goroutine's context.Background(), say) is tied to close, at the price of a
+// context per call.
 func (a *checkTx) acquire(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
 		return nil, nil, errCheckTxClosed
+	}
+	if ctx == a.own {
+		return ctx, noRelease, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(a.life, cancel)

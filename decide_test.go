@@ -222,3 +222,19 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func TestJoinFew(t *testing.T) {
+	var errs []error
+	for i := range 10 {
+		errs = append(errs, fmt.Errorf("group %d failed", i))
+	}
+	if got, want := joinFew(errs[:2]).Error(), "group 0 failed\ngroup 1 failed"; got != want {
+		t.Errorf("joinFew of 2 = %q, want %q", got, want)
+	}
+	if got, want := joinFew(errs).Error(), "group 0 failed\ngroup 1 failed\ngroup 2 failed\nand 7 more like these"; got != want {
+		t.Errorf("joinFew of 10 = %q, want %q", got, want)
+	}
+	if joinFew(nil) != nil {
+		t.Error("joinFew of none is not nil")
+	}
+}

@@ -147,7 +147,17 @@ list:
 		}
 	}
 	wg.Wait()
-	return did, unknown, errors.Join(errs...)
+	return did, unknown, joinFew(errs)
+}
+
+// joinFew joins the first few of errs and counts the rest: a slot whose
+// groups all fail the same way says so once, not once per group.
+func joinFew(errs []error) error {
+	const few = 3
+	if len(errs) <= few {
+		return errors.Join(errs...)
+	}
+	return errors.Join(append(errs[:few:few], fmt.Errorf("and %d more like these", len(errs)-few))...)
 }
 
 // pageSize is how many due jobs dispatch lists at a time: enough to give

@@ -179,14 +179,16 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit) (ran, error
 	if err := tx.Savepoint(hard); err != nil {
 		return ran{}, err
 	}
-	ct := newCheckTx(tx)
+	limits := c.cfg.Guards.Override(u.check.Opts.Guards)
+	runCtx, cancelRun := context.WithTimeout(hard, limits.Runtime)
+	ct := newCheckTx(tx, runCtx)
 	for _, j := range u.jobs {
 		j.Tx = ct
 	}
-	limits := c.cfg.Guards.Override(u.check.Opts.Guards)
 	start := time.Now()
-	results, err := call(hard, u, limits)
+	results, err := call(hard, runCtx, u, limits)
 	elapsed := time.Since(start)
+	cancelRun()
 	ct.close()
 	if err == nil && tx.Aborted() {
 		err = fmt.Errorf("check %s: %w", u.check.Name, errAbortedStatement)
@@ -342,11 +344,12 @@ func tallyOf(ds []driver.Decision) *SlotRecord {
 // errInterrupted marks a check stopped by shutdown rather than by its own fault.
 var errInterrupted = errors.New("interrupted by shutdown")
 
-// call runs one unit's check under its runtime guard: the results, one per
-// job, are read only when the error is nil.
-func call(ctx context.Context, u unit, limits guards.Limits) ([]checks.Result, error) {
+// call runs one unit's check in runCtx, which ends with ctx and after the
+// check's runtime guard: the results, one per job, are read only when the
+// error is nil.
+func call(ctx, runCtx context.Context, u unit, limits guards.Limits) ([]checks.Result, error) {
 	var results []checks.Result
-	err := guarded(ctx, limits.Runtime, u.check.Name, func(ctx context.Context) error {
+	err := guarded(ctx, runCtx, limits.Runtime, u.check.Name, func(ctx context.Context) error {
 		if u.check.Batch != nil {
 			r, err := u.check.Batch(ctx, u.jobs)
 			if err == nil && len(r) != len(u.jobs) {
@@ -367,13 +370,12 @@ func call(ctx context.Context, u unit, limits guards.Limits) ([]checks.Result, e
 	return results, nil
 }
 
-// guarded runs fn with a deadline of limit. A panic becomes an error with its
-// stack; overrunning the deadline is an error even if fn ignores its context
-// (fn is then abandoned, and closing its checks.Tx makes sure it can no
-// longer write). If ctx itself ends first, the error is errInterrupted.
-func guarded(ctx context.Context, limit time.Duration, name string, fn func(context.Context) error) error {
-	runCtx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
+// guarded runs fn in runCtx, which ends with ctx or after limit. A panic
+// becomes an error with its stack; overrunning the deadline is an error even
+// if fn ignores its context (fn is then abandoned, and closing its checks.Tx
+// makes sure it can no longer write). If ctx itself ends first, the error is
+// errInterrupted.
+func guarded(ctx, runCtx context.Context, limit time.Duration, name string, fn func(context.Context) error) error {
 	done := make(chan error, 1)
 	go func() {
 		defer func() {

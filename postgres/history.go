@@ -40,6 +40,11 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 			names[i] = string(o)
 		}
 		add("outcome = ANY($%d)", names)
+		if troubled(f.Outcomes) {
+			// Lets the partial index prescient_history_trouble serve the
+			// filter, whatever plan the statement cache keeps.
+			where = append(where, troubleSQL)
+		}
 	}
 	if !f.Since.IsZero() {
 		add("finished_at >= $%d", f.Since)
@@ -66,6 +71,22 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		return nil, fmt.Errorf("list history: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// troubleSQL is the predicate of the partial index prescient_history_trouble:
+// the outcomes of jobs that went wrong.
+const troubleSQL = `outcome IN ('failed', 'guard_max_checks', 'guard_horizon', 'guard_past')`
+
+// troubled reports whether every outcome in os is one troubleSQL names.
+func troubled(os []history.Outcome) bool {
+	for _, o := range os {
+		switch o {
+		case history.Failed, history.GuardMaxChecks, history.GuardHorizon, history.GuardPast:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // scanRecord reads one history row.

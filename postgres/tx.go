@@ -15,14 +15,12 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 )
 
-// The engine's own statements on the hot path (claim, apply, the due list)
-// run with QueryExecModeCacheDescribe: one round trip, and a plan made for
-// the arguments of each execution. A cached prepared statement would switch
-// to a generic plan after five executions, and a generic plan made while
-// prescient_jobs was empty or small (a server started before its jobs
-// arrive) scans the whole table once it holds a slot of 200,000 jobs.
-// Checks' own statements keep pgx's default, the statement cache.
-const planEachTime = pgx.QueryExecModeCacheDescribe
+// The engine's own statements on the hot path (the due list, the claim, the
+// decisions) are SQL functions installed by the migrations, each with its
+// plan pinned by its shape and its planner settings: planned from the
+// statistics, which describe the empty table until autovacuum comes by after
+// a burst of scheduling, they walked or scanned the whole slot for every
+// page, group and batch. The checks' own statements keep pgx's defaults.
 
 // Savepoint statements. One name serves every check: savepoints do not nest,
 // each ends before the next begins.
@@ -63,14 +61,10 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 	return &procTx{tx: tx}, nil
 }
 
-// claimSQL locks the jobs among $1 still due in $2; SKIP LOCKED may follow.
-//
-// It reaches the rows by primary key only: the slot test is written so that
-// no index can serve it. Planned with statistics taken before a burst of
-// scheduling filled the slot, "next_check_at = $2" looks selective, and
-// PostgreSQL walks the due index through the whole slot, filtering on id,
-// for every group (64 ms for 50 jobs of a 200,000-job slot), where looking
-// the ids up costs the group's size.
+// claimSQL locks the jobs among $1 still due in $2 with FOR UPDATE, for the
+// claim that waits (LockWait); the claim that skips runs prescient_claim,
+// whose plan is pinned (see its migration). Both reach the rows by primary
+// key only: the slot test is written so that no index can serve it.
 const claimSQL = `
 	SELECT id, entity, entity_key, check_name, first_check_at, check_count, failure_count,
 		last_error, payload, created_at
@@ -89,14 +83,14 @@ func (t *procTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks.Jo
 	if len(p.IDs) == 0 {
 		return nil, nil
 	}
-	q := claimSQL + " SKIP LOCKED"
+	q := `SELECT * FROM prescient_claim($1, $2)`
 	if p.LockWait > 0 {
 		q = claimSQL
 		if _, err := t.tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprint(max(p.LockWait.Milliseconds(), 1))); err != nil {
 			return nil, t.fail(fmt.Errorf("claim: %w", interpretError(err)))
 		}
 	}
-	rows, err := t.tx.Query(ctx, q, planEachTime, p.IDs, p.Slot)
+	rows, err := t.tx.Query(ctx, q, p.IDs, p.Slot)
 	if err != nil {
 		return nil, t.claimErr(err)
 	}
@@ -334,48 +328,9 @@ func (t *procTx) Aborted() bool {
 // Err reports that the transaction can no longer commit.
 func (t *procTx) Err() error { return t.usable() }
 
-// applySQL applies decisions in one statement. $1..$8 are parallel arrays
-// (id, outcome or ”, next, checked, error or ”, runtime µs, reason or ”,
-// lateness µs); $9 is the slot, $10 now, $11 the server. Jobs with an
-// outcome move to history; the others stay pending with their next check.
-const applySQL = `
-	WITH d AS MATERIALIZED (
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::bool[], $5::text[],
-			$6::bigint[], $7::text[], $8::bigint[])
-			AS d(id, outcome, next, checked, err, add_us, reason, late_us)
-	), kept AS (
-		UPDATE prescient_jobs j SET
-			next_check_at = d.next,
-			last_check_at = CASE WHEN d.checked THEN $9::timestamptz ELSE j.last_check_at END,
-			check_count = j.check_count + d.checked::int,
-			failure_count = CASE WHEN d.checked THEN 0 ELSE j.failure_count END + (d.err <> '')::int,
-			last_error = CASE WHEN d.err <> '' THEN d.err WHEN d.checked THEN NULL ELSE j.last_error END,
-			runtime_us = j.runtime_us + d.add_us,
-			lateness_us = d.late_us,
-			updated_at = $10::timestamptz
-		FROM d
-		WHERE j.id = d.id AND d.outcome = ''
-	), gone AS (
-		DELETE FROM prescient_jobs j USING d
-		WHERE j.id = d.id AND d.outcome <> ''
-		RETURNING j.*, d.outcome, d.checked, nullif(d.err, '') AS err, d.add_us,
-			nullif(d.reason, '') AS reason, d.late_us
-	)
-	INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at,
-		last_check_at, check_count, failure_count, runtime_us, lateness_us, last_error, payload,
-		created_at, finished_at, finished_by)
-	SELECT id, entity, entity_key, check_name, outcome, first_check_at,
-		CASE WHEN checked THEN $9::timestamptz ELSE last_check_at END,
-		check_count + checked::int,
-		CASE WHEN checked THEN 0 ELSE failure_count END + (err IS NOT NULL)::int,
-		runtime_us + add_us,
-		late_us,
-		CASE WHEN err IS NOT NULL THEN err WHEN reason IS NOT NULL THEN reason WHEN checked THEN NULL ELSE last_error END,
-		payload, created_at, $10::timestamptz, $11::text
-	FROM gone`
-
-// Apply applies p's decisions in one statement. A savepoint statement still
-// pending goes first, unless it is a RELEASE, which COMMIT makes needless.
+// Apply applies p's decisions in one statement, prescient_apply. A savepoint
+// statement still pending goes first, unless it is a RELEASE, which COMMIT
+// makes needless.
 func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -404,8 +359,8 @@ func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 		ids[i], outcomes[i], nexts[i], checked[i] = d.ID, string(d.Outcome), d.Next, d.Checked
 		errs[i], runtimes[i], reasons[i], lateness[i] = d.Err, micros(d.Runtime), d.Reason, micros(d.Lateness)
 	}
-	if _, err := t.tx.Exec(ctx, applySQL, planEachTime, ids, outcomes, nexts, checked, errs, runtimes, reasons, lateness,
-		p.Slot, p.Now, p.Server); err != nil {
+	if _, err := t.tx.Exec(ctx, `SELECT prescient_apply($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		ids, outcomes, nexts, checked, errs, runtimes, reasons, lateness, p.Slot, p.Now, p.Server); err != nil {
 		return t.fail(fmt.Errorf("apply: %w", interpretError(err)))
 	}
 	return nil
