@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -39,6 +40,10 @@ type Client struct {
 	hardCtx  context.Context // ends when the grace is over: interrupt checks
 	stopWork context.CancelFunc
 	stopNow  context.CancelFunc
+
+	// isolateUntil (Unix ns on the client's clock) is when groups may leave
+	// their savepoints out again (see optimistic).
+	isolateUntil atomic.Int64
 
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired

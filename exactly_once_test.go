@@ -228,10 +228,66 @@ func TestCheckTxSharedBetweenGoroutines(t *testing.T) {
 	})
 }
 
-// A group cut short by shutdown commits the checks that finished; the check
-// it interrupted and the ones it never started are left untouched, due, to
-// run again.
+// A group cut short by shutdown commits the checks that finished when each
+// runs in a savepoint of its own; the check it interrupted and the ones it
+// never started are left untouched, due, to run again. (An optimistic group
+// has no savepoint to undo the interrupted check alone: everything stays
+// due, TestShutdownMidOptimisticGroupLeavesItDue.)
 func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		entered := make(chan struct{})
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			if j.Key == "2" {
+				close(entered)
+				<-ctx.Done()
+				return time.Time{}, ctx.Err()
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
+			oneGroup(c)
+			c.SavepointEveryCheck = true
+		})
+		for _, k := range []string{"1", "2", "3"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		slot := ts("2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.FireSlot(ctx, slot)
+			done <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("fire cut short: no error, want the slot reported incomplete")
+		}
+		wantOutcome(t, c, "1", history.Done, 1)
+		for _, k := range []string{"2", "3"} {
+			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
+				t.Errorf("%s: %+v, want it due, untouched", k, j)
+			}
+		}
+		if n := h.count("SELECT * FROM alerts"); n != 1 {
+			t.Errorf("%d alerts, want job 1's only", n)
+		}
+		recs, err := c.Slots(context.Background(), nil)
+		if err != nil || len(recs) != 1 || recs[0].Complete() || recs[0].Checked != 1 {
+			t.Errorf("ledger: %+v, %v; want the slot incomplete with 1 checked", recs, err)
+		}
+	})
+}
+
+// An optimistic group cut short by shutdown has no savepoint to undo the
+// interrupted check alone: its transaction is rolled back, and every job of
+// the group stays due, untouched, with no effect recorded.
+func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
 		entered := make(chan struct{})
@@ -263,18 +319,79 @@ func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 		if err := <-done; err == nil {
 			t.Error("fire cut short: no error, want the slot reported incomplete")
 		}
-		wantOutcome(t, c, "1", history.Done, 1)
-		for _, k := range []string{"2", "3"} {
+		for _, k := range []string{"1", "2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
 				t.Errorf("%s: %+v, want it due, untouched", k, j)
 			}
 		}
-		if n := h.count("SELECT * FROM alerts"); n != 1 {
-			t.Errorf("%d alerts, want job 1's only", n)
+		if n := h.count("SELECT * FROM alerts"); n != 0 {
+			t.Errorf("%d alerts of a rolled back group, want none", n)
 		}
-		recs, err := c.Slots(context.Background(), nil)
-		if err != nil || len(recs) != 1 || recs[0].Complete() || recs[0].Checked != 1 {
-			t.Errorf("ledger: %+v, %v; want the slot incomplete with 1 checked", recs, err)
+	})
+}
+
+// In an optimistic group, a failing check makes the group run again with a
+// savepoint per check: the checks before it run twice, their effects through
+// job.Tx commit once, the failed check is not run again, and its failure is
+// recorded once. The next groups use savepoints from the start.
+func TestOptimisticGroupRunsAgainAfterAFailure(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		rec := &calls{}
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			rec.add(j)
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			if j.Key == "3" {
+				return time.Time{}, errors.New("lookup failed")
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), oneGroup)
+		for _, k := range []string{"1", "2", "3", "4"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		r := fire(t, c, "2026-03-10T10:15:00Z")
+		if r.Checked != 4 || r.Failures != 1 || r.Outcomes[history.Done] != 3 {
+			t.Errorf("slot record %+v, want 4 checked: 1 failure, 3 done", r)
+		}
+		for key, want := range map[string]int{"1": 2, "2": 2, "3": 1, "4": 1} {
+			if got := len(rec.of(key)); got != want {
+				t.Errorf("job %s checked %d times, want %d", key, got, want)
+			}
+		}
+		for _, k := range []string{"1", "2", "4"} {
+			if n := h.count("SELECT * FROM alerts WHERE entity_key = $1", k); n != 1 {
+				t.Errorf("%s: %d alerts, want exactly 1", k, n)
+			}
+		}
+		if n := h.count("SELECT * FROM alerts WHERE entity_key = '3'"); n != 0 {
+			t.Errorf("the failed check's alert committed")
+		}
+		if j := wantPending(t, c, "3", "c"); j.FailureCount != 1 {
+			t.Errorf("failed job: %+v, want one failure", j)
+		}
+
+		// The next group, right after the failure, runs with savepoints: job
+		// 3's retry (one slot later) fails again among new jobs, and nothing
+		// runs twice.
+		for _, k := range []string{"5", "6", "7"} {
+			schedule(t, c, k, "c", "2026-03-10T10:30:00Z")
+		}
+		clk.Set("2026-03-10T10:30:00Z")
+		r = fire(t, c, "2026-03-10T10:30:00Z")
+		if r.Checked != 4 || r.Failures != 1 {
+			t.Errorf("second slot record %+v, want 4 checked, 1 failure", r)
+		}
+		for key, want := range map[string]int{"3": 2, "5": 1, "6": 1, "7": 1} {
+			if got := len(rec.of(key)); got != want {
+				t.Errorf("after a recent failure: job %s checked %d times in all, want %d", key, got, want)
+			}
+		}
+		if j := wantPending(t, c, "3", "c"); j.FailureCount != 2 {
+			t.Errorf("failed job after its retry: %+v, want two failures", j)
 		}
 	})
 }

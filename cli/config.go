@@ -86,6 +86,9 @@ type Config struct {
 	// GroupDuration is how long a group keeps starting checks before it
 	// commits and goes on in a new transaction.
 	GroupDuration Duration `yaml:"group_duration"`
+	// SavepointEveryCheck runs every check in a savepoint of its own from the
+	// start (see prescient.Config.SavepointEveryCheck).
+	SavepointEveryCheck bool `yaml:"savepoint_every_check"`
 	// Sweep configures catch-up of overdue jobs.
 	Sweep SweepConfig `yaml:"sweep"`
 	// History configures the retention of history records.
@@ -871,6 +874,7 @@ func (c *Config) clientConfig() prescient.Config {
 		BatchSize:            c.BatchSize,
 		GroupSize:            c.GroupSize,
 		GroupDuration:        time.Duration(c.GroupDuration),
+		SavepointEveryCheck:  c.SavepointEveryCheck,
 		SweepMode:            prescient.SweepMode(c.Sweep.Mode),
 		SweepSchedule:        c.Sweep.Schedule,
 		SweepOnStartDisabled: !c.Sweep.OnStart,

@@ -129,6 +129,7 @@ workers: 4
 batch_size: 50
 group_size: 20
 group_duration: 2s
+savepoint_every_check: true
 sweep: {mode: reslot, schedule: "@every 1m", on_start: false}
 history: {retention: "-1", prune_schedule: "-"}
 shutdown_grace: 1m
@@ -155,6 +156,7 @@ log: {level: debug, format: json}
 		BatchSize:            50,
 		GroupSize:            20,
 		GroupDuration:        2 * time.Second,
+		SavepointEveryCheck:  true,
 		SweepMode:            prescient.SweepReslot,
 		SweepSchedule:        "@every 1m",
 		SweepOnStartDisabled: true,

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,11 +83,20 @@ func tracedStore(t *testing.T) (*postgres.Store, *roundTrips) {
 }
 
 // A single-job check with two statements (look the order up, write its
-// alert) costs two round trips, its savepoint included: the savepoint
-// statements travel with the check's own. Each group adds four (begin, claim,
-// apply, commit), whatever its size.
+// alert) costs two round trips, its savepoint included when it has one: the
+// savepoint statements travel with the check's own. Each group adds four
+// (begin, claim, apply, commit), whatever its size.
 func TestRoundTripsPerCheck(t *testing.T) {
 	t.Parallel()
+	for _, savepoints := range []bool{true, false} {
+		t.Run(fmt.Sprintf("savepoint every check %v", savepoints), func(t *testing.T) {
+			t.Parallel()
+			testRoundTripsPerCheck(t, savepoints)
+		})
+	}
+}
+
+func testRoundTripsPerCheck(t *testing.T, savepoints bool) {
 	s, rt := tracedStore(t)
 	ctx := t.Context()
 	if _, err := s.Pool().Exec(ctx, `CREATE TABLE orders (id text PRIMARY KEY, status text NOT NULL);
@@ -109,7 +119,8 @@ func TestRoundTripsPerCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute},
-		Checks: reg, Workers: workers, GroupSize: groupSize, Now: func() time.Time { return slotAt }, Logger: quietLogger()})
+		Checks: reg, Workers: workers, GroupSize: groupSize, SavepointEveryCheck: savepoints,
+		Now: func() time.Time { return slotAt }, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
