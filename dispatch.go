@@ -117,10 +117,16 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 			errs = append(errs, err)
 		}
 	}
-	page := c.pageSize()
+	// The first checks of a slot start at once, not after the claims of
+	// whole batches that every worker would begin together at the boundary
+	// (a batch check of 1,000 started 150 ms late): the first page is small,
+	// and its first group claims its jobs before any other group starts.
+	page := min(c.pageSize(), firstPage)
+	first := true
 list:
 	for work.Err() == nil {
 		due, err := c.drv.JobsDue(work, &driver.JobsDueParams{Slot: slot, AfterID: after, Limit: page})
+		page = c.pageSize()
 		if err != nil {
 			tally(nil, fmt.Errorf("list due jobs: %w", err))
 			break
@@ -140,10 +146,21 @@ list:
 			case <-work.Done():
 				break list
 			}
+			if first {
+				g.claimed = make(chan struct{})
+			}
 			wg.Go(func() {
 				defer func() { <-c.sem }()
 				tally(c.runGroup(work, hard, slot, g))
 			})
+			if first {
+				first = false
+				select {
+				case <-g.claimed:
+				case <-work.Done():
+					break list
+				}
+			}
 		}
 	}
 	wg.Wait()
@@ -160,6 +177,9 @@ func joinFew(errs []error) error {
 	return errors.Join(append(errs[:few:few], fmt.Errorf("and %d more like these", len(errs)-few))...)
 }
 
+// firstPage caps the first page dispatch lists of a slot.
+const firstPage = 100
+
 // pageSize is how many due jobs dispatch lists at a time: enough to give
 // every worker a group, within [100, 10000].
 func (c *Client) pageSize() int {
@@ -173,6 +193,9 @@ type group struct {
 	ids []int64
 	// batch is the batch check of the group's jobs; nil for single-job checks.
 	batch *checks.Check
+	// claimed, if set, is closed once the group's first transaction has
+	// claimed its jobs (or failed to).
+	claimed chan struct{}
 }
 
 // plan splits due jobs, in id order, into groups: the jobs of single-job

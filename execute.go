@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -82,9 +83,15 @@ type ran struct {
 // runGroup runs a group: in one transaction, or, once a transaction has run
 // for GroupDuration, in as many as it takes. It returns what committed.
 func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (*SlotRecord, error) {
+	claimed := sync.OnceFunc(func() {
+		if g.claimed != nil {
+			close(g.claimed)
+		}
+	})
+	defer claimed()
 	total := &SlotRecord{}
 	for ids := g.ids; len(ids) > 0 && work.Err() == nil; {
-		t, rest, err := c.runTx(work, hard, slot, g.batch, ids, c.optimistic(), nil)
+		t, rest, err := c.runTx(work, hard, slot, g.batch, ids, c.optimistic(), nil, claimed)
 		total.Add(t)
 		if err != nil {
 			if g.batch != nil {
@@ -104,7 +111,9 @@ func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (
 // the others'. runTx stops starting checks once the transaction has run for
 // GroupDuration, returning the ids it did not get to, and when work or hard
 // ends, leaving them due.
-func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks.Check, ids []int64, optimistic bool, held []ran) (*SlotRecord, []int64, error) {
+//
+// claimed is called once the jobs are claimed.
+func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks.Check, ids []int64, optimistic bool, held []ran, claimed func()) (*SlotRecord, []int64, error) {
 	tx, err := c.drv.Begin(hard)
 	if err != nil {
 		return nil, nil, err
@@ -115,6 +124,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 		_ = tx.Rollback(ctx) // after Commit, a no-op
 	}()
 	jobs, err := tx.Claim(hard, &driver.ClaimParams{IDs: ids, Slot: slot})
+	claimed()
 	if err != nil || len(jobs) == 0 {
 		return nil, nil, err
 	}
@@ -146,7 +156,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 			if r.decisions == nil {
 				return &SlotRecord{}, nil, nil // interrupted by shutdown: everything stays due
 			}
-			return c.runTx(work, hard, slot, batch, ids, false, append(held, r))
+			return c.runTx(work, hard, slot, batch, ids, false, append(held, r), claimed)
 		}
 		done = append(done, r)
 		if err != nil {

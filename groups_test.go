@@ -67,13 +67,13 @@ func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) driv
 // own statements are the only per-job work left.
 func TestChecksCommitInGroups(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
+		const jobs, groupSize, workers = 400, 50, 4
 		counter := &countingDriver{Driver: h.store.Driver()}
 		h.store = wrappedStore{h.store, counter}
 		clk := newClock("2026-03-10T10:00:00Z")
 		c := h.client(clk, register(t, "c", func(ctx context.Context, j *checks.Job) (time.Time, error) {
 			return time.Time{}, writeAlert(ctx, j)
-		}, nil), func(c *prescient.Config) { c.Workers, c.GroupSize = 4, 50 })
-		const jobs, groupSize = 400, 50
+		}, nil), func(c *prescient.Config) { c.Workers, c.GroupSize = workers, groupSize })
 		ps := benchParams("c", 0, jobs, ts("2026-03-10T10:15:00Z"))
 		if _, err := c.ScheduleMany(context.Background(), ps); err != nil {
 			t.Fatal(err)
@@ -83,22 +83,26 @@ func TestChecksCommitInGroups(t *testing.T) {
 		if rec.Outcomes[history.Done] != jobs {
 			t.Fatalf("slot record %+v, want %d done", rec, jobs)
 		}
-		groups := int64(jobs / groupSize)
+		// One claim, one decision statement and one commit per transaction,
+		// and about GroupSize jobs per transaction: the first page of a slot
+		// and its last are small, and spread over the workers.
+		txs := counter.begins.Load()
 		for name, got := range map[string]int64{
-			"transactions": counter.begins.Load(), "claims": counter.claims.Load(),
-			"decision statements": counter.applies.Load(), "commits": counter.commits.Load(),
+			"claims": counter.claims.Load(), "decision statements": counter.applies.Load(), "commits": counter.commits.Load(),
 		} {
-			if got != groups {
-				t.Errorf("%s: %d for %d jobs, want %d (one per group of %d)", name, got, jobs, groups, groupSize)
+			if got != txs {
+				t.Errorf("%s: %d in %d transactions, want one per transaction", name, got, txs)
 			}
+		}
+		if limit := int64(jobs/groupSize + 2*workers); txs > limit {
+			t.Errorf("%d transactions for %d jobs, want at most %d (groups of %d, the first and last pages spread over %d workers)",
+				txs, jobs, limit, groupSize, workers)
 		}
 		if got := counter.statements.Load(); got != jobs {
 			t.Errorf("checks' statements: %d, want %d (one per check)", got, jobs)
 		}
-		// The due list is read a page at a time (Workers × GroupSize), plus
-		// the empty page that ends it.
-		if got := counter.dues.Load(); got != 3 {
-			t.Errorf("due list reads: %d, want 3 (two pages of 200 and the empty page)", got)
+		if got, limit := counter.dues.Load(), int64(jobs/(workers*groupSize)+3); got > limit {
+			t.Errorf("due list reads: %d, want at most %d (a page of 100, then pages of Workers × GroupSize, and the empty page)", got, limit)
 		}
 		if n := h.count("SELECT * FROM alerts"); n != jobs {
 			t.Errorf("%d alerts, want %d", n, jobs)
