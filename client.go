@@ -96,7 +96,7 @@ func (c Config) validateFor(f driver.Features) error {
 	}
 	if f.MaxGroupSize > 0 && c.GroupSize > f.MaxGroupSize {
 		errs = append(errs, fmt.Errorf("config: group_size %d exceeds the store's cap of %d checks per transaction "+
-			"(PostgreSQL caches 64 subtransactions per transaction; beyond that every snapshot on the server slows down)",
+			"(PostgreSQL caches 64 subtransactions per transaction; beyond that other sessions look each one up in pg_subtrans)",
 			c.GroupSize, f.MaxGroupSize))
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,8 +40,17 @@ const (
 // the engine's clock is injected and jumps from slot to slot.
 const benchResolution = time.Minute
 
-// benchCheck names the benchmark's check.
-const benchCheck = "bench_unshipped"
+// Names of the benchmark's checks: the single-job one, the batch one, and the
+// name the pure-SQL reference's jobs carry (no check runs them).
+const (
+	benchCheck      = "bench_unshipped"
+	benchBatchCheck = "bench_unshipped_batch"
+	benchSQLCheck   = "bench_pure_sql"
+)
+
+// benchSQLChunk is how many jobs one statement of the pure-SQL reference
+// handles.
+const benchSQLChunk = 10_000
 
 // benchDDL creates the tables the benchmark's check reads and writes.
 const benchDDL = `CREATE TABLE bench_orders (id text PRIMARY KEY, status text NOT NULL);
@@ -95,6 +105,13 @@ It creates one order row per job, then:
              injected clock (no waiting for slot boundaries). The check looks
              its order up and writes an alert row through the engine's
              transaction, and is done.
+  fire batch the same on fresh jobs in the next slots, with a batch check:
+             one query looks a batch's orders up, one statement writes
+             their alerts.
+  pure SQL   the same work on fresh jobs with no engine: per slot, one
+             set-based statement per 10,000 jobs writes their alerts and
+             deletes them (no history, no per-job decisions), the reference
+             the two fire phases are measured against ("vs pure SQL").
 
 It prints the time and rate of each phase, the median (p50) and p99 time to
 fire one slot, the bytes and allocations per job (from runtime.MemStats: the
@@ -150,6 +167,13 @@ type benchResult struct {
 	Schedule benchPhase `json:"schedule"`
 	DueQuery benchDue   `json:"due_query"`
 	Fire     benchPhase `json:"fire"`
+	// FireBatch fires the same jobs again, checked by a batch check (one
+	// query and one insert per batch).
+	FireBatch benchPhase `json:"fire_batch"`
+	// PureSQL does the same work with no engine: per slot, one set-based
+	// statement per benchSQLChunk jobs writes their alerts and deletes them
+	// (no history, no decisions). Fire and FireBatch are measured against it.
+	PureSQL benchPhase `json:"pure_sql"`
 	// SlotP50 and SlotP99 are percentiles (nearest rank) of the time to fire
 	// one slot.
 	SlotP50 time.Duration `json:"slot_fire_p50_ns"`
@@ -159,10 +183,13 @@ type benchResult struct {
 	Checked  int `json:"checked"`
 	Done     int `json:"done"`
 	Failures int `json:"failures"`
-	// Alerts counts the alert rows the checks wrote; Pending counts the jobs
-	// still pending afterwards.
-	Alerts  int `json:"alerts"`
-	Pending int `json:"pending"`
+	// Alerts counts the alert rows the single-job checks wrote, BatchAlerts
+	// the batch check's and SQLAlerts the pure-SQL reference's; Pending
+	// counts the jobs still pending afterwards.
+	Alerts      int `json:"alerts"`
+	BatchAlerts int `json:"batch_alerts"`
+	SQLAlerts   int `json:"sql_alerts"`
+	Pending     int `json:"pending"`
 }
 
 // benchPhase is the cost of one phase over all jobs.
@@ -261,6 +288,9 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 	if err := reg.Register(benchCheck, benchAlert, nil); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	if err := reg.RegisterBatch(benchBatchCheck, benchAlertBatch, nil); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	grid := slots.Grid{Resolution: benchResolution}
 	clk := &benchClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	client, err := prescient.NewClient(db.store, &prescient.Config{
@@ -315,15 +345,65 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 	}
 	res.Fire = m.stop(o.jobs)
 	res.SlotP50, res.SlotP99 = percentile(perSlot, 0.50), percentile(perSlot, 0.99)
+	if res.Alerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
+		return nil, err
+	}
+
+	// The same work by a batch check, then by plain SQL, on fresh jobs in
+	// the slots after: scheduling them is not measured.
+	next := func(check string) ([]time.Time, error) {
+		if err := db.exec(ctx, "DELETE FROM bench_alerts"); err != nil {
+			return nil, fmt.Errorf("bench: empty bench_alerts: %w", err)
+		}
+		last := slotAt[len(slotAt)-1]
+		for i := range slotAt {
+			slotAt[i] = grid.Add(last, i+1)
+		}
+		for i := range params {
+			params[i].Check, params[i].At = check, slotAt[i%o.slots]
+		}
+		for batch := range slices.Chunk(params, o.scheduleBatch) {
+			if _, err := client.ScheduleMany(ctx, batch); err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+		}
+		return slotAt, nil
+	}
+	if _, err := next(benchBatchCheck); err != nil {
+		return nil, err
+	}
+	m = startMeter()
+	for _, slot := range slotAt {
+		clk.set(slot)
+		if _, err := client.FireSlot(ctx, slot); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
+	res.FireBatch = m.stop(o.jobs)
+	if res.BatchAlerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
+		return nil, err
+	}
+	if _, err := next(benchSQLCheck); err != nil {
+		return nil, err
+	}
+	m = startMeter()
+	for _, slot := range slotAt {
+		for range (o.jobs/o.slots + 1 + benchSQLChunk - 1) / benchSQLChunk {
+			if err := benchPureSQL(ctx, db, res.Store, slot); err != nil {
+				return nil, err
+			}
+		}
+	}
+	res.PureSQL = m.stop(o.jobs)
+	if res.SQLAlerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
+		return nil, err
+	}
 
 	stats, err := db.store.Driver().JobStats(ctx, &driver.JobStatsParams{Current: clk.Now(), Upcoming: 1})
 	if err != nil {
 		return nil, fmt.Errorf("bench: count pending jobs: %w", err)
 	}
 	res.Pending = stats.Pending
-	if res.Alerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
-		return nil, err
-	}
 	return res, nil
 }
 
@@ -360,6 +440,87 @@ func benchAlert(ctx context.Context, j *checks.Job) (time.Time, error) {
 	}
 	_, err := j.Tx.Exec(ctx, "INSERT INTO bench_alerts (order_id, stage) VALUES ($1, 'unshipped')", j.Key)
 	return time.Time{}, err
+}
+
+// benchAlertBatch is benchAlert as a batch check: one query looks the
+// batch's orders up, one statement writes the alerts of those not shipped.
+// Its SQL runs on both stores: a placeholder per order.
+func benchAlertBatch(ctx context.Context, js []*checks.Job) ([]checks.Result, error) {
+	var q strings.Builder
+	args := make([]any, len(js))
+	q.WriteString("SELECT id FROM bench_orders WHERE status <> 'shipped' AND id IN (")
+	for i, j := range js {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "$%d", i+1)
+		args[i] = j.Key
+	}
+	q.WriteString(")")
+	rows, err := js[0].Tx.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d orders: %w", len(js), err)
+	}
+	var unshipped []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		unshipped = append(unshipped, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(unshipped) > 0 {
+		q.Reset()
+		q.WriteString("INSERT INTO bench_alerts (order_id, stage) VALUES ")
+		for i := range unshipped {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "($%d, 'unshipped')", i+1)
+		}
+		if _, err := js[0].Tx.Exec(ctx, q.String(), unshipped...); err != nil {
+			return nil, fmt.Errorf("raise %d alerts: %w", len(unshipped), err)
+		}
+	}
+	return make([]checks.Result, len(js)), nil
+}
+
+// benchPureSQL does, in plain SQL with no engine, what the checks do for up
+// to benchSQLChunk jobs due in slot: write the alerts of the orders not
+// shipped and delete the jobs, in one statement on PostgreSQL (two, in one
+// transaction, on SQLite, which has no DELETE in a WITH).
+func benchPureSQL(ctx context.Context, db *demoDB, store string, slot time.Time) error {
+	if store == "postgres" {
+		err := db.exec(ctx, fmt.Sprintf(`
+			WITH due AS (SELECT id FROM prescient_jobs WHERE next_check_at = '%s' ORDER BY id LIMIT %d),
+			gone AS (DELETE FROM prescient_jobs j USING due WHERE j.id = due.id RETURNING j.entity_key)
+			INSERT INTO bench_alerts (order_id, stage)
+			SELECT g.entity_key, 'unshipped' FROM gone g JOIN bench_orders o ON o.id = g.entity_key WHERE o.status <> 'shipped'`,
+			slot.Format(time.RFC3339Nano), benchSQLChunk))
+		if err != nil {
+			return fmt.Errorf("bench: pure SQL: %w", err)
+		}
+		return nil
+	}
+	due := fmt.Sprintf(`SELECT id, entity_key FROM prescient_jobs WHERE next_check_at = %d ORDER BY id LIMIT %d`, slot.UnixMicro(), benchSQLChunk)
+	err := db.inTx(ctx, func(tx any) error {
+		t := tx.(*sql.Tx)
+		if _, err := t.ExecContext(ctx, `INSERT INTO bench_alerts (order_id, stage)
+			SELECT d.entity_key, 'unshipped' FROM (`+due+`) d JOIN bench_orders o ON o.id = d.entity_key WHERE o.status <> 'shipped'`); err != nil {
+			return err
+		}
+		_, err := t.ExecContext(ctx, `DELETE FROM prescient_jobs WHERE id IN (SELECT id FROM (`+due+`))`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bench: pure SQL: %w", err)
+	}
+	return nil
 }
 
 // benchDueQuery lists the jobs due in every slot the way FireSlot does (pages
@@ -439,10 +600,18 @@ func printBench(out io.Writer, res *benchResult, asJSON bool) error {
 		fmtDur(res.DueQuery.PerSlot), fmtDur(res.DueQuery.PerDueJob), res.DueQuery.Queries, res.Jobs)
 	row("fire", "%s  %.0f jobs/s  %s/job  %.0f allocs/job",
 		fmtDur(res.Fire.Time), res.Fire.JobsPerSec, fmtBytes(res.Fire.BytesPerJob), res.Fire.AllocsPerJob)
+	row("fire batch", "%s  %.0f jobs/s  %s/job  %.0f allocs/job",
+		fmtDur(res.FireBatch.Time), res.FireBatch.JobsPerSec, fmtBytes(res.FireBatch.BytesPerJob), res.FireBatch.AllocsPerJob)
+	row("pure SQL", "%s  %.0f jobs/s  (one statement per %d jobs, no engine, no history)",
+		fmtDur(res.PureSQL.Time), res.PureSQL.JobsPerSec, benchSQLChunk)
+	if res.PureSQL.JobsPerSec > 0 {
+		row("vs pure SQL", "single-job checks %.0f%%, batch checks %.0f%%",
+			100*res.Fire.JobsPerSec/res.PureSQL.JobsPerSec, 100*res.FireBatch.JobsPerSec/res.PureSQL.JobsPerSec)
+	}
 	row("slot fire p50", "%s", fmtDur(res.SlotP50))
 	row("slot fire p99", "%s", fmtDur(res.SlotP99))
 	row("checked", "%d (done %d, failures %d)", res.Checked, res.Done, res.Failures)
-	row("alerts", "%d", res.Alerts)
+	row("alerts", "%d (batch %d, pure SQL %d)", res.Alerts, res.BatchAlerts, res.SQLAlerts)
 	row("pending after", "%d", res.Pending)
 	return tw.Flush()
 }

@@ -38,10 +38,13 @@ func TestBench(t *testing.T) {
 				`(?m)^schedule\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
 				`(?m)^due query\s+\S+ per slot\s+\S+ per due job\s+\(8 queries, 250 jobs pending\)$`,
 				`(?m)^fire\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
+				`(?m)^fire batch\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
+				`(?m)^pure SQL\s+\S+\s+\d+ jobs/s\s+\(one statement per 10000 jobs, no engine, no history\)$`,
+				`(?m)^vs pure SQL\s+single-job checks \d+%, batch checks \d+%$`,
 				`(?m)^slot fire p50\s+\S+$`,
 				`(?m)^slot fire p99\s+\S+$`,
 				`(?m)^checked\s+250 \(done 250, failures 0\)$`,
-				`(?m)^alerts\s+250$`,
+				`(?m)^alerts\s+250 \(batch 250, pure SQL 250\)$`,
 				`(?m)^pending after\s+0$`,
 			} {
 				if !regexp.MustCompile(re).MatchString(out) {
@@ -59,8 +62,9 @@ func TestBench(t *testing.T) {
 			want := benchResult{
 				Store: tc.store, Database: res.Database,
 				Jobs: 7, Slots: 3, ScheduleBatch: benchScheduleBatchDefault, Workers: 10,
-				Schedule: res.Schedule, DueQuery: res.DueQuery, Fire: res.Fire, SlotP50: res.SlotP50, SlotP99: res.SlotP99,
-				Checked: 7, Done: 7, Failures: 0, Alerts: 7, Pending: 0,
+				Schedule: res.Schedule, DueQuery: res.DueQuery, Fire: res.Fire, FireBatch: res.FireBatch, PureSQL: res.PureSQL,
+				SlotP50: res.SlotP50, SlotP99: res.SlotP99,
+				Checked: 7, Done: 7, Failures: 0, Alerts: 7, BatchAlerts: 7, SQLAlerts: 7, Pending: 0,
 			}
 			if res != want {
 				t.Errorf("bench --json = %+v\nwant %+v", res, want)
@@ -68,7 +72,7 @@ func TestBench(t *testing.T) {
 			if res.DueQuery.Queries != 6 {
 				t.Errorf("due query ran %d queries, want 6 (a page and an empty page per slot)", res.DueQuery.Queries)
 			}
-			for name, p := range map[string]benchPhase{"schedule": res.Schedule, "fire": res.Fire} {
+			for name, p := range map[string]benchPhase{"schedule": res.Schedule, "fire": res.Fire, "fire batch": res.FireBatch, "pure SQL": res.PureSQL} {
 				if p.Time <= 0 || p.JobsPerSec <= 0 || p.BytesPerJob <= 0 || p.AllocsPerJob <= 0 {
 					t.Errorf("%s phase not measured: %+v", name, p)
 				}

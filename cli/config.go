@@ -762,7 +762,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
 		bad("group_size", fmt.Errorf("%d exceeds PostgreSQL's %d checks per transaction: it caches %d subtransactions per "+
-			"transaction, and beyond that every snapshot on the server slows down while the transaction lasts",
+			"transaction, and beyond that other sessions look each one up in pg_subtrans while the transaction lasts",
 			c.GroupSize, postgres.MaxGroupSize, postgres.MaxGroupSize))
 	}
 	if c.Database.URL == "" {

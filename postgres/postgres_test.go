@@ -44,8 +44,18 @@ func open(t testing.TB, url, schema string) *postgres.Store {
 // newStore returns a migrated, empty store on a schema of its own.
 func newStore(t testing.TB) *postgres.Store {
 	t.Helper()
+	return newStoreConns(t, 4)
+}
+
+// newStoreConns is newStore with a pool of conns connections.
+func newStoreConns(t testing.TB, conns int32) *postgres.Store {
+	t.Helper()
 	url, schema := pgtest.Schema(t)
-	s := open(t, url, schema)
+	s, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema, MaxConns: conns})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(s.Close)
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -637,6 +647,24 @@ func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
 	if err != nil || j.FailureCount != 1 || !j.NextCheckAt.After(slotAt) || rec.Failures != 1 {
 		t.Errorf("job: %+v, %v, slot record %+v; want one failure recorded and the job moved on", j, err, rec)
+	}
+}
+
+// A group on PostgreSQL runs at most MaxGroupSize checks in savepoints, the
+// subtransactions one transaction can hold before PostgreSQL's cache of them
+// overflows: NewClient refuses a larger GroupSize and names the cap.
+func TestGroupSizeCapped(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	for _, size := range []int{postgres.MaxGroupSize, postgres.MaxGroupSize + 1} {
+		_, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: time.Minute},
+			GroupSize: size, Logger: quietLogger()})
+		switch {
+		case size <= postgres.MaxGroupSize && err != nil:
+			t.Errorf("group size %d: %v", size, err)
+		case size > postgres.MaxGroupSize && (err == nil || !strings.Contains(err.Error(), "group_size 65 exceeds the store's cap of 64")):
+			t.Errorf("group size %d: error %v, want the cap named", size, err)
+		}
 	}
 }
 
