@@ -100,7 +100,8 @@ type Config struct {
 	// BatchSizeDefault.
 	BatchSize int
 	// GroupSize is how many jobs of single-job checks one transaction runs,
-	// one after the other, each check's writes in a savepoint of its own: a
+	// one after the other, each check's writes kept apart from the others'
+	// (see SavepointEveryCheck): a
 	// group costs one claim, one statement applying every job's new state and
 	// one commit, where a transaction per job would cost one of each per job.
 	// A check's writes still commit or roll back on their own merits: one that

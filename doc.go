@@ -33,10 +33,13 @@
 // groups, up to Config.Workers groups at once, each in one transaction of
 // the store: up to Config.GroupSize jobs of single-job checks, run one after
 // the other, or one call of a batch check (checks.BatchFunc). Each check's
-// writes through job.Tx sit in a savepoint of their own: a check that fails,
-// panics or overruns its runtime guard has its writes undone and a failure
-// recorded, and the others' commit with their jobs' new states, in one
-// statement and one commit for the whole group. A check's writes and its
+// writes through job.Tx stay its own: a check that fails, panics or overruns
+// its runtime guard has its writes undone and a failure recorded, and the
+// others' commit with their jobs' new states, in one statement and one
+// commit for the whole group. By default a group runs without savepoints
+// while its checks succeed and, when one fails, rolls back and runs again
+// with a savepoint per check, without the failed one
+// (Config.SavepointEveryCheck uses savepoints from the start). A check's writes and its
 // job's new state commit together or not at all, so an effect written
 // through job.Tx happens exactly once; effects outside the database are at
 // least once (checks.Job.IdempotencyKey names the attempt).
