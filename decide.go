@@ -1,6 +1,7 @@
 package prescient
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -32,7 +33,9 @@ func (c *Client) policy() policy {
 //   - no next time: the job is done;
 //   - a next time: rounded up to the grid and judged by the guards; a time
 //     that has passed meanwhile (a check run late) lands in the first slot
-//     after j.Now, as when scheduling: "not before X".
+//     after j.Now, as when scheduling: "not before X". A time whose slot is
+//     at or after slots.MaxTime ends the job as guard_horizon, even with no
+//     horizon: the engine cannot represent it.
 func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) driver.Decision {
 	d := driver.Decision{ID: j.ID, Lateness: j.Lateness()}
 	if r.Err != nil {
@@ -49,7 +52,18 @@ func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) dri
 		d.Outcome = history.Done
 		return d
 	}
+	if !r.Next.Before(slots.MaxTime) {
+		d.Outcome = history.GuardHorizon
+		d.Reason = fmt.Sprintf("next check %s is beyond the supported range %s", r.Next.UTC().Format(time.RFC3339Nano), slots.Range())
+		return d
+	}
 	next := p.grid.Ceil(r.Next)
+	if !next.Before(slots.MaxTime) {
+		d.Outcome = history.GuardHorizon
+		d.Reason = fmt.Sprintf("next check %s rounds up to %s, beyond the supported range %s",
+			r.Next.UTC().Format(time.RFC3339Nano), next.Format(time.RFC3339Nano), slots.Range())
+		return d
+	}
 	if v := limits.Judge(j.CheckCount+1, j.Slot, next); !v.OK() {
 		d.Outcome, d.Reason = v.Outcome, v.Reason
 		return d

@@ -91,6 +91,49 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideOutsideTheSupportedRange: a check asking for a time the engine
+// cannot represent (at or after slots.MaxTime) ends guard_horizon, horizon or
+// not, and says why; it once overflowed into 1677 and ended guard_past.
+func TestDecideOutsideTheSupportedRange(t *testing.T) {
+	p := policy{grid: slots.Grid{Resolution: 15 * time.Minute}, maxFailures: 3, backoffMax: time.Hour}
+	horizon := guards.Limits{MaxChecks: 5, Runtime: time.Second, Horizon: 24 * time.Hour}
+	unlimited := guards.Limits{MaxChecks: -1, Runtime: time.Second, Horizon: -1}
+	year9999 := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	const rng = "[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
+	tests := []struct {
+		name   string
+		limits guards.Limits
+		next   time.Time
+		want   driver.Decision // ID, Lateness and Checked are filled in
+	}{
+		{"year 9999 beyond the horizon", horizon, year9999,
+			driver.Decision{Outcome: history.GuardHorizon, Reason: "next check 9999-12-31T23:59:59Z is beyond the supported range " + rng}},
+		{"year 9999 without a horizon", unlimited, year9999,
+			driver.Decision{Outcome: history.GuardHorizon, Reason: "next check 9999-12-31T23:59:59Z is beyond the supported range " + rng}},
+		{"where a Duration from the epoch overflows", unlimited, time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC),
+			driver.Decision{Outcome: history.GuardHorizon, Reason: "next check 2262-04-12T00:00:00Z is beyond the supported range " + rng}},
+		{"the end of the range", unlimited, slots.MaxTime,
+			driver.Decision{Outcome: history.GuardHorizon, Reason: "next check 2200-01-01T00:00:00Z is beyond the supported range " + rng}},
+		{"a time rounding up to the end of the range", unlimited, time.Date(2199, 12, 31, 23, 50, 0, 0, time.UTC),
+			driver.Decision{Outcome: history.GuardHorizon,
+				Reason: "next check 2199-12-31T23:50:00Z rounds up to 2200-01-01T00:00:00Z, beyond the supported range " + rng}},
+		{"the last slot of the range", unlimited, time.Date(2199, 12, 31, 23, 40, 0, 0, time.UTC),
+			driver.Decision{Next: time.Date(2199, 12, 31, 23, 45, 0, 0, time.UTC)}},
+		{"before a Duration from the epoch begins: the past", unlimited, time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC),
+			driver.Decision{Outcome: history.GuardPast, Reason: "next check 1601-01-01T00:00:00Z is not after the slot 2030-06-01T12:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := checks.Job{ID: 7, Slot: t0, Now: at(time.Second)}
+			want := tt.want
+			want.ID, want.Lateness, want.Checked = 7, time.Second, true
+			if got := p.decide(tt.limits, &j, checks.Result{Next: tt.next}); !reflect.DeepEqual(got, want) {
+				t.Errorf("decide:\ngot  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
 func TestRetrySlot(t *testing.T) {
 	grid2s := slots.Grid{Resolution: 2 * time.Second}
 	tests := []struct {

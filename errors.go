@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // ErrNotFound is returned when a job that must exist does not. A check's
@@ -21,3 +22,8 @@ var ErrClosed = errors.New("prescient: client stopped")
 // ErrNotMigrated is returned when prescient's tables are missing from the
 // database: run Store.Migrate (`prescient migrate`) first.
 var ErrNotMigrated = driver.ErrNotMigrated
+
+// ErrOutOfRange is wrapped by the error Schedule, ScheduleMany and
+// Reschedule (and their …Tx twins) return for a check time that lies, or
+// rounds up to a slot that lies, outside [slots.MinTime, slots.MaxTime).
+var ErrOutOfRange = slots.ErrOutOfRange

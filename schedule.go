@@ -11,6 +11,7 @@ import (
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // PayloadMax is the largest payload, in bytes of JSON, a job may carry. The
@@ -28,7 +29,9 @@ type ScheduleParams struct {
 	// Check names the registered check to run.
 	Check string
 	// At is the earliest time the check may run. It is rounded up to the slot
-	// grid; a time that is not after now is moved to the next slot.
+	// grid; a time that is not after now is moved to the next slot. At must
+	// lie in [slots.MinTime, slots.MaxTime), and so must the slot it rounds
+	// up to; otherwise scheduling fails with an error wrapping ErrOutOfRange.
 	At time.Time
 	// Payload, if not nil, is stored as JSON and handed to the check
 	// (a json.RawMessage is stored as is). At most PayloadMax bytes.
@@ -84,7 +87,7 @@ func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams
 	}
 	jobs := make([]*Job, len(res))
 	for i, r := range res {
-		jobs[i] = r.Job
+		jobs[i] = readJob(r.Job) // a job kept on conflict may be a legacy row
 	}
 	return jobs, nil
 }
@@ -98,6 +101,21 @@ func (c *Client) SlotFor(at, now time.Time) time.Time {
 		slot = c.cfg.Grid.Next(now)
 	}
 	return slot
+}
+
+// slotInRange is SlotFor for a time given by the application, refused when
+// it, or the slot it rounds up to, lies outside the supported range: a store
+// would keep it, but the engine's Duration arithmetic and JSON cannot.
+func (c *Client) slotInRange(at, now time.Time) (time.Time, error) {
+	if err := slots.CheckTime(at); err != nil {
+		return time.Time{}, err
+	}
+	slot := c.SlotFor(at, now)
+	if !slots.InRange(slot) {
+		return time.Time{}, fmt.Errorf("time %s rounds up to the slot %s, %w %s",
+			at.Format(time.RFC3339Nano), slot.Format(time.RFC3339Nano), slots.ErrOutOfRange, slots.Range())
+	}
+	return slot, nil
 }
 
 func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobScheduleParams, error) {
@@ -117,6 +135,10 @@ func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobSch
 	default:
 		return nil, fmt.Errorf("unknown conflict rule %q (want %q or %q)", p.OnConflict, ConflictReplace, ConflictKeep)
 	}
+	slot, err := c.slotInRange(p.At, now)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
+	}
 	payload, err := marshalPayload(p.Payload)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
@@ -125,7 +147,7 @@ func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobSch
 		Entity:     p.Entity,
 		Key:        p.Key,
 		Check:      p.Check,
-		At:         c.SlotFor(p.At, now),
+		At:         slot,
 		Payload:    payload,
 		OnConflict: p.OnConflict,
 		Now:        now,
@@ -168,8 +190,9 @@ func marshalPayload(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// Reschedule moves an existing job's next check to at (rounded as in
-// Schedule). It returns ErrNotFound when the job is not pending.
+// Reschedule moves an existing job's next check to at (rounded, and refused
+// outside the supported range, as in Schedule). It returns ErrNotFound when
+// the job is not pending.
 func (c *Client) Reschedule(ctx context.Context, entity, key, check string, at time.Time) (*Job, error) {
 	return c.RescheduleTx(ctx, nil, entity, key, check, at)
 }
@@ -186,13 +209,17 @@ func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check st
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: the time to check at is required", entity, key, check)
 	}
 	now := c.now()
+	slot, err := c.slotInRange(at, now)
+	if err != nil {
+		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
+	}
 	job, err := c.drv.JobReschedule(ctx, tx, &driver.JobRescheduleParams{
-		Entity: entity, Key: key, Check: check, At: c.SlotFor(at, now), Now: now,
+		Entity: entity, Key: key, Check: check, At: slot, Now: now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
 	}
-	return job, nil
+	return readJob(job), nil
 }
 
 // Cancel moves the pending job (entity, key, check) to history as cancelled,
@@ -242,17 +269,45 @@ func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event strin
 	return n, nil
 }
 
-// Job returns the pending job (entity, key, check), or ErrNotFound.
+// Job returns the pending job (entity, key, check), or ErrNotFound. A check
+// time an older version stored beyond the supported range reads as
+// slots.MaxTime (see slots.Clamp).
 func (c *Client) Job(ctx context.Context, entity, key, check string) (*Job, error) {
-	return c.drv.JobGet(ctx, entity, key, check)
+	j, err := c.drv.JobGet(ctx, entity, key, check)
+	if err != nil {
+		return nil, err
+	}
+	return readJob(j), nil
 }
 
-// History returns history records matching f, newest first.
+// History returns history records matching f, newest first. A check time an
+// older version stored beyond the supported range reads as slots.MaxTime
+// (see slots.Clamp).
 func (c *Client) History(ctx context.Context, f history.Filter) ([]*history.Record, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	return c.drv.HistoryList(ctx, f)
+	recs, err := c.drv.HistoryList(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		r.FirstCheckAt = slots.Clamp(r.FirstCheckAt)
+		r.LastCheckAt = slots.Clamp(r.LastCheckAt)
+	}
+	return recs, nil
+}
+
+// readJob clamps the check times of a job read from the store into the
+// supported range, so that one row an older version wrote beyond it cannot
+// break a command that prints it (JSON refuses years after 9999).
+func readJob(j *Job) *Job {
+	if j != nil {
+		j.FirstCheckAt = slots.Clamp(j.FirstCheckAt)
+		j.NextCheckAt = slots.Clamp(j.NextCheckAt)
+		j.LastCheckAt = slots.Clamp(j.LastCheckAt)
+	}
+	return j
 }
 
 // SyncCatalog records the registered checks and the events they await in the

@@ -33,7 +33,10 @@ type StatusOpts struct {
 	Recent int
 }
 
-// Status reads a snapshot of the pending table, the ledger and history.
+// Status reads a snapshot of the pending table, the ledger and history. Jobs
+// an older version stored beyond the supported range are listed in one
+// upcoming slot at slots.MaxTime (see slots.Clamp), which no valid check time
+// equals.
 func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) {
 	o := StatusOpts{Upcoming: 10, Recent: 10}
 	if opts != nil {
@@ -50,6 +53,8 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 	if st.Jobs, err = c.drv.JobStats(ctx, &driver.JobStatsParams{Current: st.Current, Upcoming: o.Upcoming}); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
+	st.Jobs.Upcoming = clampLoads(st.Jobs.Upcoming)
+	st.Jobs.OldestOverdue = slots.Clamp(st.Jobs.OldestOverdue)
 	if st.Recent, err = c.drv.SlotList(ctx, &driver.SlotListParams{Limit: o.Recent}); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
@@ -80,4 +85,20 @@ func (c *Client) Slots(ctx context.Context, p *SlotsParams) ([]*SlotRecord, erro
 		return nil, fmt.Errorf("prescient: read the slot ledger: %w", err)
 	}
 	return recs, nil
+}
+
+// clampLoads reads the slots of upcoming loads (soonest first) through
+// slots.Clamp, adding up the loads of the slots beyond the supported range
+// into one at slots.MaxTime.
+func clampLoads(loads []driver.SlotLoad) []driver.SlotLoad {
+	out := loads[:0]
+	for _, l := range loads {
+		l.Slot = slots.Clamp(l.Slot)
+		if n := len(out); n > 0 && out[n-1].Slot.Equal(l.Slot) {
+			out[n-1].Jobs += l.Jobs
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }

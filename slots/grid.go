@@ -63,22 +63,27 @@ func (g Grid) Validate() error {
 
 // index returns the number of the slot that contains t (the k of the boundary
 // at or before t) and how far past that boundary t lies.
+//
+// It counts whole milliseconds from the epoch in an int64 (Resolution and
+// Offset are whole milliseconds), never a Duration: time.Time.Sub saturates
+// 292 years from the epoch, which once put a check asked for in year 9999
+// into the next slot. It is exact for any time within 292 million years of
+// the epoch.
 func (g Grid) index(t time.Time) (k int64, rem time.Duration) {
-	d := t.Sub(time.Unix(0, 0).Add(g.Offset))
-	// time.Time.Sub saturates far from the epoch; grids are used on times a few
-	// centuries either side of it, which fit in a Duration.
-	k = int64(d / g.Resolution)
-	rem = d % g.Resolution
-	if rem < 0 {
+	ns := int64(t.Nanosecond()) // 0 <= ns < 1e9, whatever the sign of t.Unix()
+	ms := t.Unix()*1000 + ns/1e6 - g.Offset.Milliseconds()
+	res := g.Resolution.Milliseconds()
+	k, r := ms/res, ms%res
+	if r < 0 {
 		k--
-		rem += g.Resolution
+		r += res
 	}
-	return k, rem
+	return k, time.Duration(r)*time.Millisecond + time.Duration(ns%1e6)
 }
 
 // boundary returns the time of slot number k.
 func (g Grid) boundary(k int64) time.Time {
-	return time.Unix(0, 0).Add(g.Offset).Add(time.Duration(k) * g.Resolution).UTC()
+	return time.UnixMilli(k*g.Resolution.Milliseconds() + g.Offset.Milliseconds()).UTC()
 }
 
 // Floor returns the slot boundary at or before t, in UTC.
@@ -105,10 +110,11 @@ func (g Grid) Next(t time.Time) time.Time {
 	return g.boundary(k + 1)
 }
 
-// Add returns the slot n slots after slot (n may be negative). slot must be a
-// boundary.
+// Add returns the slot n slots after slot (n may be negative). slot should
+// be a boundary; any other time moves by n resolutions too.
 func (g Grid) Add(slot time.Time, n int) time.Time {
-	return slot.Add(time.Duration(n) * g.Resolution).UTC()
+	k, rem := g.index(slot)
+	return g.boundary(k + int64(n)).Add(rem)
 }
 
 // IsBoundary reports whether t lies exactly on a slot boundary.

@@ -1,0 +1,215 @@
+package postgres_test
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/migrations"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// prescient_schedule refuses the times the Go client refuses, those outside
+// [slots.MinTime, slots.MaxTime) or rounding up to a slot outside it, saying
+// the range; it used to store year 9999 (rounded into year 10000), which the
+// engine could neither judge nor print.
+func TestSQLScheduleRefusesTimesOutsideTheRange(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	grid := slots.Grid{Resolution: 15 * time.Minute}
+	if err := s.GridSave(ctx, grid); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "test", Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rng = "[1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)"
+	tests := []struct {
+		at   time.Time
+		want string // in the error; "" for success
+	}{
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), "the check time 9999-12-31T23:59:59Z is outside the supported range " + rng},
+		{slots.MaxTime, "the check time 2200-01-01T00:00:00Z is outside the supported range " + rng},
+		{time.Date(2262, 4, 12, 0, 0, 0, 0, time.UTC), "is outside the supported range " + rng},
+		{time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC), "the check time 1969-12-31T23:59:59.999999Z is outside the supported range " + rng},
+		{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), "is outside the supported range " + rng},
+		{time.Date(2199, 12, 31, 23, 59, 0, 0, time.UTC),
+			"the check time 2199-12-31T23:59:00Z rounds up to the slot 2200-01-01T00:00:00Z, outside the supported range " + rng},
+		// 2199-12-31T23:30:00Z, in the range.
+		{time.Date(2200, 1, 1, 0, 30, 0, 0, time.FixedZone("CET", 3600)), ""},
+		{time.Date(2199, 12, 31, 23, 45, 0, 0, time.UTC), ""},
+		{slots.MinTime, ""},
+	}
+	for i, tt := range tests {
+		key := string(rune('a' + i))
+		got, err := sqlSchedule(t, s, key, tt.at)
+		_, goErr := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "go-" + key, Check: "unshipped", At: tt.at})
+		if (err == nil) != (goErr == nil) {
+			t.Errorf("at %s: SQL says %v, the Go client %v; want the same verdict", tt.at, err, goErr)
+		}
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("prescient_schedule at %s: %v, want success", tt.at, err)
+			} else if !grid.IsBoundary(got) || got.Before(tt.at) || !got.Before(slots.MaxTime) {
+				t.Errorf("prescient_schedule at %s = %s, want a slot at or after it, before %s", tt.at, got, slots.MaxTime)
+			}
+			continue
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, tt.want) {
+			t.Errorf("prescient_schedule at %s: %v, want SQLSTATE 22023 saying %q", tt.at, err, tt.want)
+		}
+		if _, err := s.JobGet(ctx, "order", key, "unshipped"); !errors.Is(err, prescient.ErrNotFound) {
+			t.Errorf("prescient_schedule at %s stored a job (%v)", tt.at, err)
+		}
+	}
+}
+
+// prescient_cancel with a NULL check is an error, as every other NULL
+// argument is; it used to cancel every check of the entity. The two-argument
+// call still cancels them all, and so does Client.Cancel with no check.
+func TestSQLCancelRefusesANullCheck(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	grid := slots.Grid{Resolution: 15 * time.Minute}
+	if err := s.GridSave(ctx, grid); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	at := time.Date(2031, 3, 4, 5, 0, 0, 0, time.UTC)
+	for _, k := range []string{"1", "2"} {
+		for _, ch := range []string{"unshipped", "unpaid"} {
+			if _, err := s.Pool().Exec(ctx, `SELECT prescient_schedule('order', $1, $2, $3)`, k, ch, at); err != nil {
+				t.Fatalf("schedule: %v", err)
+			}
+		}
+	}
+	pending := func(key string) int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM prescient_jobs WHERE entity_key = $1`, key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, sql := range []string{
+		`SELECT prescient_cancel('order', '1', NULL)`,
+		`SELECT prescient_cancel('order', '1', NULL::text)`,
+		`SELECT prescient_cancel(p_entity => 'order', p_key => '1', p_check => NULL)`,
+	} {
+		_, err := s.Pool().Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "prescient_cancel(entity, key)") {
+			t.Errorf("%s: %v, want SQLSTATE 22023 pointing to prescient_cancel(entity, key)", sql, err)
+		}
+	}
+	var nullParam *string
+	if _, err := s.Pool().Exec(ctx, `SELECT prescient_cancel('order', '1', $1)`, nullParam); err == nil {
+		t.Error("prescient_cancel with a NULL parameter as the check: no error")
+	}
+	if n := pending("1"); n != 2 {
+		t.Fatalf("%d jobs of order 1 pending after cancelling with a NULL check, want both", n)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT prescient_cancel('order', '1')`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("prescient_cancel('order', '1') = %d, %v; want every check of the entity cancelled (2)", n, err)
+	}
+	if err := s.Pool().QueryRow(ctx, `SELECT prescient_cancel(p_entity => 'order', p_key => '1')`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("prescient_cancel with named arguments = %d, %v; want 0", n, err)
+	}
+	c, err := prescient.NewClient(s, &prescient.Config{Server: "test", Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Cancel(ctx, "order", "2", ""); err != nil || n != 2 {
+		t.Errorf("Client.Cancel with no check = %d, %v; want every check of the entity cancelled (2)", n, err)
+	}
+}
+
+// Migration 00004 replaces prescient_cancel(text, text, text) to drop its
+// default; the privileges on it carry over to both new functions, so a
+// database that revoked EXECUTE from PUBLIC and granted it to the
+// application's roles keeps working. Down restores the old function.
+func TestMigrationKeepsCancelPrivileges(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url, schema := pgtest.Schema(t)
+	s := open(t, url, schema)
+	fsys, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(s.Pool())
+	t.Cleanup(func() { db.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 3); err != nil {
+		t.Fatalf("migrate up to 3: %v", err)
+	}
+	// pg_monitor stands for the application's role: a predefined role, so
+	// the test creates none in the shared cluster.
+	for _, sql := range []string{
+		`REVOKE EXECUTE ON FUNCTION prescient_cancel(text, text, text) FROM PUBLIC`,
+		`GRANT EXECUTE ON FUNCTION prescient_cancel(text, text, text) TO pg_monitor`,
+	} {
+		if _, err := s.Pool().Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	can := func(role, fn string) bool {
+		t.Helper()
+		var ok bool
+		if err := s.Pool().QueryRow(ctx, `SELECT has_function_privilege($1, $2::regprocedure, 'EXECUTE')`, role, fn).Scan(&ok); err != nil {
+			t.Fatalf("privilege of %s on %s: %v", role, fn, err)
+		}
+		return ok
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	for _, fn := range []string{"prescient_cancel(text, text, text)", "prescient_cancel(text, text)"} {
+		if !can("pg_monitor", fn) {
+			t.Errorf("after migrating, pg_monitor may not execute %s; it was granted the old function", fn)
+		}
+		if can("pg_write_server_files", fn) {
+			t.Errorf("after migrating, everyone may execute %s; EXECUTE was revoked from PUBLIC on the old function", fn)
+		}
+	}
+	var leftovers int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_proc WHERE proname IN ('prescient_copy_acl', 'prescient_cancel_00001')`).Scan(&leftovers); err != nil || leftovers != 0 {
+		t.Errorf("%d helper functions left behind (%v)", leftovers, err)
+	}
+
+	if _, err := provider.DownTo(ctx, 3); err != nil {
+		t.Fatalf("migrate down to 3: %v", err)
+	}
+	if !can("pg_monitor", "prescient_cancel(text, text, text)") {
+		t.Error("after migrating down, pg_monitor lost its privilege")
+	}
+	if err := s.GridSave(ctx, slots.Grid{Resolution: 15 * time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT prescient_cancel('order', '1')`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("two-argument prescient_cancel after migrating down: %d, %v", n, err)
+	}
+	if _, err := s.Pool().Exec(ctx, `SELECT prescient_schedule('order', '1', 'unshipped', '9999-12-31T23:59:59Z')`); err != nil {
+		t.Errorf("prescient_schedule of 00001 after migrating down: %v", err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate up again: %v", err)
+	}
+}
