@@ -150,7 +150,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--at", "2025-06-01T10:00:00Z"}, []string{"only one"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", "{amount: 3}"}, []string{`--payload "{amount: 3}"`, "not valid JSON"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--on-conflict", "merge"}, []string{`--on-conflict "merge"`, "replace or keep"}},
-		{[]string{"schedule", "order", "1"}, []string{"accepts 3 arg(s)"}},
+		{[]string{"schedule", "order", "1"}, []string{"expected ENTITY KEY CHECK", "missing CHECK"}},
 		{[]string{"sweep", "--mode", "now"}, []string{"--mode", `"now"`, "reslot"}},
 		{[]string{"history", "--outcome", "lost"}, []string{"--outcome", `"lost"`, "resolved"}},
 		{[]string{"history", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
@@ -395,4 +395,28 @@ func TestResolveKeepsTheServersCatalog(t *testing.T) {
 	h.mustRun("schedule", "order", "42", "order_unshipped", "--in", "3h")
 	wantContains(t, "resolve shipped", h.mustRun("resolve", "order", "42", "shipped"), "resolved 0 job(s)")
 	wantContains(t, "resolve delivered", h.mustRun("resolve", "order", "42", "delivered"), "resolved 1 job(s)")
+}
+
+// TestArgumentErrorsNameWhatIsMissing: a command with positional arguments
+// says what it expects and what is missing or extra, not only how many.
+func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	h := &harness{t: t, env: map[string]string{}}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"resolve", "order", "1"}, "resolve: expected ENTITY KEY EVENT, got 2 arguments (missing EVENT)"},
+		{[]string{"resolve"}, "resolve: expected ENTITY KEY EVENT, got no arguments (missing ENTITY KEY EVENT)"},
+		{[]string{"resolve", "order", "1", "shipped", "now"}, `resolve: expected ENTITY KEY EVENT, got 4 arguments (1 too many: "now"; quote an argument that holds spaces)`},
+		{[]string{"schedule", "order", "--in", "1h"}, "schedule: expected ENTITY KEY CHECK, got 1 argument (missing KEY CHECK)"},
+		{[]string{"schedule", "order", "1", "order_unshipped", "x", "y", "--in", "1h"}, `schedule: expected ENTITY KEY CHECK, got 5 arguments (2 too many: "x" "y"; quote an argument that holds spaces)`},
+		{[]string{"cancel", "order"}, "cancel: expected ENTITY KEY [CHECK], got 1 argument (missing KEY)"},
+		{[]string{"cancel", "order", "1", "order_unshipped", "x"}, `cancel: expected ENTITY KEY [CHECK], got 4 arguments (1 too many: "x"; quote an argument that holds spaces)`},
+	} {
+		_, err := h.run(tt.args...)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("prescient %s: got %v, want %s", strings.Join(tt.args, " "), err, tt.want)
+		}
+	}
 }

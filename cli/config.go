@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -55,9 +56,24 @@ const (
 // it is, so quote the reference ("${PASSWORD}") when it may hold YAML syntax
 // such as ": " or " #".
 //
+// The file is one YAML document: a "---" or "..." after its first key is an
+// error at that line, since the keys after it would be ignored. Decoding
+// refuses what it would otherwise bend: a fraction or a quoted number for an
+// integer (batch_size: 1.9), and a null (null, ~, or an empty value), which
+// would silently mean the default; leave the key out for that. An empty value
+// is allowed where it says something: "" for a string, no keys for a section.
+//
 // Validate refuses a 0 where the engine would read it as "the default"
-// (workers: 0, guards.runtime: 0s, ...), and a -1 where the key has no "no
-// limit", naming the key and what it accepts.
+// (workers: 0, guards.runtime: 0s, ...), a -1 where the key has no "no
+// limit", and a duration too short to work: under 1ms for any key, under
+// 100ms for ownership.heartbeat, 1s for ownership.server_timeout, 10ms for
+// guards.runtime, and slots.resolution for guards.horizon. Each error names
+// the key and what it accepts.
+//
+// No error shows database.url, or any value that looks like a URL with a
+// password or holds password=: such a value reads <value not shown: ...>,
+// and a $NAME in the password or query of a URL (where it is more likely a
+// piece of the password than a variable) is not named.
 //
 // A Config is turned into the engine's prescient.Config by ClientConfig after
 // Validate has accepted it.
@@ -276,7 +292,7 @@ func parseDuration(n *yaml.Node) (Duration, error) {
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q (want a Go duration such as \"90s\", \"15m\" or \"1h30m\", or -1 where allowed)", n.Value)
+		return 0, fmt.Errorf("invalid duration %s (want a Go duration such as \"90s\", \"15m\" or \"1h30m\", or -1 where allowed)", quoteValue(n.Value))
 	}
 	return Duration(v), nil
 }
@@ -331,9 +347,9 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // environment variables in the file first (see Config), and applies the
 // PRESCIENT_DATABASE_URL and PRESCIENT_SERVER overrides. An empty path means
 // no file: the defaults plus the overrides. Decoding is strict: an unknown
-// key, a value of the wrong type or a variable that is not set is a
-// *ConfigError naming the line (and the key path, for a key). LoadConfig does
-// not call Validate.
+// or repeated key, a value of the wrong type, a null, a second YAML document,
+// a syntax error or a variable that is not set is a *ConfigError naming the
+// line (and the key path, for a key). LoadConfig does not call Validate.
 func LoadConfig(path string) (*Config, error) {
 	return loadConfig(path, os.LookupEnv)
 }
@@ -373,14 +389,10 @@ func ParseConfig(name string, data []byte) (*Config, error) {
 
 func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string, bool)) error {
 	data, refErrs := expandEnv(raw, lookupEnv)
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return &ConfigError{File: name, Err: fmt.Errorf("not valid YAML: %w", err)}
+	root, err := parseDocument(name, data)
+	if err != nil || root == nil {
+		return err // nil, nil: a file without keys, all defaults
 	}
-	if len(doc.Content) == 0 {
-		return nil // an empty file: all defaults
-	}
-	root := doc.Content[0]
 	if errs := refErrs.in(name, root); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -388,17 +400,74 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 		return &ConfigError{File: name, Line: root.Line, Err: fmt.Errorf("the file must be a mapping of keys, not a %s", kindName(root.Kind))}
 	}
 	// Walk the tree first: it knows each value's key path, so its errors name
-	// "slots.resolution" where the decoder would name a Go type.
+	// "slots.resolution" where the decoder would name a Go type. It also
+	// refuses what the decoder would bend (1.9 into 1, null into the
+	// default), and turns an empty string value into "".
 	c.lines = make(map[string]int)
 	if errs := walk(name, root, reflect.TypeOf(*c), "", c.lines); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	if err := root.Decode(c); err != nil {
 		return &ConfigError{File: name, Err: err}
 	}
 	return nil
+}
+
+// yamlLineRE finds the line in a syntax error of the YAML parser.
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// parseDocument parses data as one YAML document and returns its root node,
+// or nil when it holds no keys (an empty file, or only comments). A second
+// document is an error at the line of the "---" or "..." that separates it:
+// yaml.v3 reads the first document only, and would silently drop every key
+// after the marker.
+func parseDocument(name string, data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil
+	} else if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		var line int
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = err.Error()[len(m[0]):]
+		}
+		return nil, &ConfigError{File: name, Line: line, Err: fmt.Errorf("not valid YAML: %s", msg)}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line, marker := documentMarker(data, doc.Line)
+		what := fmt.Sprintf("%q starts a second YAML document", marker)
+		if marker == "..." {
+			what = `"..." ends the YAML document`
+		}
+		return nil, &ConfigError{File: name, Line: line, Err: fmt.Errorf("%s, and prescient reads one: "+
+			"every key after this line would be ignored (remove the line, and keep all keys in one document)", what)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" && root.Value == "" {
+		return nil, nil // "---" and comments
+	}
+	return root, nil
+}
+
+// documentMarker returns the first line after line after that is a document
+// marker ("---" or "...", at the start of the line), and the marker. Such a
+// line is a marker wherever it is: YAML forbids it inside a scalar.
+func documentMarker(data []byte, after int) (int, string) {
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if i+1 <= after || len(l) < 3 {
+			continue
+		}
+		if m := string(l[:3]); (m == "---" || m == "...") && (len(l) == 3 || strings.ContainsRune(" \t\r", rune(l[3]))) {
+			return i + 1, m
+		}
+	}
+	return 0, "---"
 }
 
 // expandEnv replaces ${NAME} and $NAME in raw with the value of the
@@ -411,9 +480,11 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 	refs := &envRefErrors{marker: "prescientenv" + strings.ToLower(rand.Text())}
 	var b bytes.Buffer
 	line := 1
-	bad := func(err error) {
+	// echoes says the error names what was written, which may be part of a
+	// password (see envRefErrors.in).
+	bad := func(err error, echoes bool) {
 		fmt.Fprintf(&b, "%s%d_", refs.marker, len(refs.errs))
-		refs.errs = append(refs.errs, envRefError{line, err})
+		refs.errs = append(refs.errs, envRefError{line, err, echoes})
 	}
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -435,13 +506,13 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		case len(rest) > 0 && rest[0] == '{':
 			end := bytes.IndexByte(rest, '}')
 			if nl := bytes.IndexByte(rest, '\n'); end < 0 || (nl >= 0 && nl < end) {
-				bad(errors.New("${ has no closing } on its line: write ${NAME}, or $$ for a literal $"))
+				bad(errors.New("${ has no closing } on its line: write ${NAME}, or $$ for a literal $"), false)
 				i += 2
 				continue
 			}
 			name, ref = string(rest[1:end]), string(raw[i:i+end+2])
 			if envNameLen(name) != len(name) || name == "" {
-				bad(fmt.Errorf("%s is not a variable reference: a name is letters, digits and '_', not starting with a digit; write $$ for a literal $", ref))
+				bad(fmt.Errorf("%s is not a variable reference: a name is letters, digits and '_', not starting with a digit; write $$ for a literal $", ref), true)
 				i += len(ref)
 				continue
 			}
@@ -449,7 +520,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			n := envNameLen(rest)
 			if n == 0 {
 				// Not echoed: the value may be a password.
-				bad(errors.New("a $ that starts no variable: write $$ for a literal $, or ${NAME} or $NAME for a variable"))
+				bad(errors.New("a $ that starts no variable: write $$ for a literal $, or ${NAME} or $NAME for a variable"), false)
 				i++
 				continue
 			}
@@ -457,7 +528,9 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		}
 		v, ok := lookupEnv(name)
 		if !ok {
-			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref))
+			// A ${NAME} is written on purpose; a $NAME may be a piece of a
+			// password that holds a $.
+			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref), ref[1] != '{')
 		} else {
 			b.WriteString(v)
 		}
@@ -491,49 +564,131 @@ type envRefErrors struct {
 type envRefError struct {
 	line int
 	err  error
+	// echoes says err names what the file holds at the reference: a
+	// $NAME, or a ${...} that is not a reference.
+	echoes bool
 }
 
 // in returns a *ConfigError for every marker in a key or value of the
-// document under n, in the order of the file.
+// document under n, in the order of the file. Where the reference may be
+// part of a password (see secretAt) and its error would echo it, the error
+// names the key instead: pa$word in a URL reads as a variable "word".
 func (r *envRefErrors) in(file string, n *yaml.Node) []error {
 	if len(r.errs) == 0 {
 		return nil
 	}
 	re := regexp.MustCompile(regexp.QuoteMeta(r.marker) + `(\d+)_`)
 	found := make(map[int]bool)
-	var visit func(n *yaml.Node)
-	visit = func(n *yaml.Node) {
-		for _, m := range re.FindAllStringSubmatch(n.Value, -1) {
-			i, _ := strconv.Atoi(m[1])
+	secret := make(map[int]string) // index -> key path of a secret value
+	var visit func(n *yaml.Node, path string, value bool)
+	visit = func(n *yaml.Node, path string, value bool) {
+		for _, m := range re.FindAllStringSubmatchIndex(n.Value, -1) {
+			i, _ := strconv.Atoi(n.Value[m[2]:m[3]])
 			found[i] = true
+			if value && secretAt(path, n.Value, m[0], m[1]) {
+				secret[i] = re.ReplaceAllString(path, "$$…")
+			}
 		}
-		for _, c := range n.Content {
-			visit(c)
+		switch n.Kind {
+		case yaml.MappingNode:
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				visit(n.Content[j], path, false)
+				visit(n.Content[j+1], join(path, n.Content[j].Value), true)
+			}
+		case yaml.SequenceNode:
+			for j, c := range n.Content {
+				visit(c, fmt.Sprintf("%s[%d]", path, j), true)
+			}
+		default:
+			for _, c := range n.Content {
+				visit(c, path, value)
+			}
 		}
 	}
-	visit(n)
+	visit(n, "", true)
 	var errs []error
+	seen := make(map[string]bool) // the same error twice says nothing more
 	for i, e := range r.errs {
-		if found[i] {
-			errs = append(errs, &ConfigError{File: file, Line: e.line, Err: e.err})
+		if !found[i] {
+			continue
+		}
+		ce := &ConfigError{File: file, Line: e.line, Err: e.err}
+		if key, ok := secret[i]; ok && e.echoes {
+			ce.Key, ce.Err = key, errors.New("a $ where the value may hold a password "+
+				"does not start a variable that is set (not shown): write $$ for a literal $, or ${NAME} for a variable")
+		}
+		if !seen[ce.Error()] {
+			seen[ce.Error()] = true
+			errs = append(errs, ce)
 		}
 	}
 	return errs
 }
 
+// credentialsRE matches a value that may hold a password: a URL with
+// userinfo (scheme://user:password@host) or a password= parameter.
+var credentialsRE = regexp.MustCompile(`(?i)[a-z][a-z0-9+.-]*://[^\s]*@|pass(word|wd)?\s*=|pwd\s*=`)
+
+// mayHoldCredentials reports whether an error must not echo s.
+func mayHoldCredentials(s string) bool { return credentialsRE.MatchString(s) }
+
+// notShown stands in an error for a value that may hold a password.
+const notShown = "<value not shown: it may hold a password>"
+
+// quoteValue returns s quoted for an error message, or notShown when s may
+// hold a password.
+func quoteValue(s string) string {
+	if mayHoldCredentials(s) {
+		return notShown
+	}
+	return strconv.Quote(s)
+}
+
+// secretAt reports whether v[start:end] of the value at key path may be part
+// of a password: in the userinfo, query or fragment of a URL, or anywhere in
+// database.url when it is not a URL (key=value form) or in a value holding
+// password=. A value made of nothing else is not.
+func secretAt(path, v string, start, end int) bool {
+	if start == 0 && end == len(v) {
+		return false
+	}
+	s := strings.Index(v, "://")
+	if s < 0 {
+		return path == "database.url" || mayHoldCredentials(v)
+	}
+	s += len("://")
+	host := s
+	if at := strings.LastIndexByte(v, '@'); at > s {
+		if start < at && end > s {
+			return true // userinfo
+		}
+		host = at
+	}
+	q := strings.IndexAny(v[host:], "?#")
+	return q >= 0 && end > host+q
+}
+
 var durationType = reflect.TypeOf(Duration(0))
 
 // walk checks node against the type t at key path, recording the line of
-// every key, and returns an error per unknown key or undecodable value.
+// every key, and returns an error per unknown or repeated key and per value
+// the decoder would refuse or bend: a fraction for an integer (it would
+// truncate 1.9 to 1) and a null (it would keep the default). An empty value,
+// "key:" and nothing after it, is the empty string for a string, a section
+// without keys for a section, and an error otherwise; walk rewrites such a
+// node so that the decoder reads it so.
 func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[string]int) []error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if n.Tag == "!!null" {
-		return nil // an empty value keeps the default
-	}
 	fail := func(err error) []error {
 		return []error{&ConfigError{File: file, Line: n.Line, Key: path, Err: err}}
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		if err := null(n, t, path); err != nil {
+			return fail(err)
+		}
+		return nil
 	}
 	switch {
 	case t == durationType:
@@ -555,6 +710,10 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 					Err: fmt.Errorf("unknown key %q (known keys%s: %s)", k.Value, under(path), strings.Join(fieldNames(t), ", "))})
 				continue
 			}
+			if l, ok := lines[kp]; ok {
+				errs = append(errs, &ConfigError{File: file, Line: k.Line, Key: kp, Err: fmt.Errorf("is already set on line %d (keep one)", l)})
+				continue
+			}
 			lines[kp] = k.Line
 			errs = append(errs, walk(file, v, f.Type, kp, lines)...)
 		}
@@ -567,6 +726,10 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			kp := join(path, k.Value)
+			if l, ok := lines[kp]; ok {
+				errs = append(errs, &ConfigError{File: file, Line: k.Line, Key: kp, Err: fmt.Errorf("is already set on line %d (keep one)", l)})
+				continue
+			}
 			lines[kp] = k.Line
 			errs = append(errs, walk(file, v, t.Elem(), kp, lines)...)
 		}
@@ -584,11 +747,125 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 		if n.Kind != yaml.ScalarNode {
 			return fail(fmt.Errorf("want a single %s value, got a %s", t.Kind(), kindName(n.Kind)))
 		}
+		if k := t.Kind(); k == reflect.Int || k == reflect.Int32 || k == reflect.Int64 {
+			switch n.Tag {
+			case "!!int":
+			case "!!float":
+				return fail(fmt.Errorf("must be a whole number, got %s", n.Value))
+			default:
+				if _, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+					return fail(fmt.Errorf("%s is not a valid integer (write it without quotes)", quoteValue(n.Value)))
+				}
+				return fail(fmt.Errorf("%s is not a valid integer", quoteValue(n.Value)))
+			}
+		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return fail(fmt.Errorf("%q is not a valid %s", n.Value, typeName(t)))
+			return fail(fmt.Errorf("%s is not a valid %s", quoteValue(n.Value), typeName(t)))
 		}
 		return nil
 	}
+}
+
+// null checks a null value n of type t at key path. Written out (null, ~) it
+// is an error: the decoder would keep the default, which is what leaving
+// the key out says. Empty, it is "" for a string and no keys for a section
+// or map, and n is rewritten so; an error for other types.
+func null(n *yaml.Node, t reflect.Type, path string) error {
+	section := t.Kind() == reflect.Struct && t != durationType
+	if n.Value == "" {
+		switch {
+		case t.Kind() == reflect.String:
+			n.Tag = "!!str"
+			return nil
+		case section:
+			return nil
+		case t.Kind() == reflect.Map:
+			n.Kind, n.Tag = yaml.MappingNode, "!!map"
+			return nil
+		}
+	}
+	var instead string // what leaving the key out means
+	if def, ok := defaultText(path); ok {
+		instead = "remove the key to get the default, " + def
+	} else if section {
+		instead = "remove the key to keep the defaults of its keys"
+	}
+	what := n.Value + " is not a value"
+	if n.Value == "" {
+		what = "has no value"
+	}
+	switch {
+	case instead == "":
+		return fmt.Errorf("%s (write %s, or remove the key)", what, example(t))
+	case n.Value == "":
+		return fmt.Errorf("%s (write %s, or %s)", what, example(t), instead)
+	}
+	return fmt.Errorf("%s (%s)", what, instead)
+}
+
+// defaultText returns the default of key path as the file would write it,
+// or false when DefaultConfig has no single value there (a section, an entry
+// of a map or list).
+func defaultText(path string) (string, bool) {
+	v, ok := DefaultConfig().valueAt(path)
+	if !ok {
+		return "", false
+	}
+	switch x := v.Interface().(type) {
+	case Duration:
+		return x.String(), true
+	case string:
+		return strconv.Quote(x), true
+	case int, int32, bool:
+		return fmt.Sprint(x), true
+	case map[string][]int:
+		if len(x) == 0 {
+			return "{}", true
+		}
+	}
+	return "", false
+}
+
+// valueAt returns the value of key path in c, or false when path does not
+// name a field (a key of a map, an element of a list).
+func (c *Config) valueAt(path string) (reflect.Value, bool) {
+	v := reflect.ValueOf(*c)
+	for _, k := range strings.Split(path, ".") {
+		if v.Kind() != reflect.Struct || v.Type() == durationType {
+			return reflect.Value{}, false
+		}
+		f, ok := fieldByTag(v.Type(), k)
+		if !ok {
+			return reflect.Value{}, false
+		}
+		v = v.FieldByIndex(f.Index)
+	}
+	return v, true
+}
+
+// stringAt returns the string at key path in c, "" when it is not a string.
+func (c *Config) stringAt(path string) string {
+	if v, ok := c.valueAt(path); ok && v.Kind() == reflect.String {
+		return v.String()
+	}
+	return ""
+}
+
+// example names a value of type t for "write ...".
+func example(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "a duration such as 15m"
+	case t.Kind() == reflect.Slice:
+		return "a list such as [0, 1]"
+	case t.Kind() == reflect.Map:
+		return "a mapping"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.String:
+		return "a string"
+	}
+	return "a whole number"
 }
 
 func typeName(t reflect.Type) string {
@@ -657,7 +934,30 @@ type durationRule struct {
 	minusOne bool
 	// want says what the key accepts, after "must be".
 	want string
+	// min is the shortest value that can work, and why, after "must be at
+	// least min"; durationMin when why is empty.
+	min Duration
+	why string
 }
+
+// durationMin is the shortest duration any key accepts (besides 0s and -1
+// where a key gives them a meaning of their own): the engine's grid, clocks
+// and database timestamps work in milliseconds.
+const durationMin = Duration(time.Millisecond)
+
+// Minimums of the keys that need more than durationMin to work.
+const (
+	// heartbeatMin is the shortest ownership.heartbeat: each heartbeat is a
+	// write to the database.
+	heartbeatMin = Duration(100 * time.Millisecond)
+	// serverTimeoutMin is the shortest ownership.server_timeout: it must
+	// cover a late heartbeat and the clock difference between hosts, or live
+	// servers are taken for gone.
+	serverTimeoutMin = Duration(time.Second)
+	// runtimeMin is the shortest guards.runtime: a check runs in a database
+	// transaction, and a shorter limit would end it before a round trip.
+	runtimeMin = Duration(10 * time.Millisecond)
+)
 
 // Validate reports every key whose value the engine would refuse, or would
 // silently replace by its default (a 0 where the engine reads "the default"),
@@ -706,9 +1006,10 @@ func (c *Config) Validate() error {
 	}
 	var errs []error
 	reported := make(map[string]bool)
+	secrets := c.secrets()
 	bad := func(key string, err error) {
 		reported[key] = true
-		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: err})
+		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: redactErr(err, secrets, c.stringAt(key))})
 	}
 	// The zero values the engine would silently default are refused first:
 	// a file that says workers: 0 means something, and it is not "10". So is
@@ -730,17 +1031,20 @@ func (c *Config) Validate() error {
 		}
 	}
 	durations := []durationRule{
-		{"slots.resolution", c.Slots.Resolution, false, false, "positive (such as 15m)"},
-		{"slots.offset", c.Slots.Offset, true, false, "0s, or positive and less than slots.resolution (such as 5m)"},
-		{"slots.cycle", c.Slots.Cycle, true, false, "a multiple of slots.resolution (such as 1h), or 0s for a single position"},
-		{"ownership.heartbeat", c.Ownership.Heartbeat, false, false, "positive (such as 5s)"},
-		{"ownership.server_timeout", c.Ownership.ServerTimeout, false, false, "positive and more than twice ownership.heartbeat (such as 30s)"},
-		{"guards.runtime", c.Guards.Runtime, false, false, "positive (such as 30s; it cannot be disabled)"},
-		{"guards.horizon", c.Guards.Horizon, false, true, "positive (such as 2160h), or -1 for no limit"},
-		{"retry.backoff_max", c.Retry.BackoffMax, false, false, "positive (such as 1h)"},
-		{"group_duration", c.GroupDuration, false, false, "positive (such as 1s)"},
-		{"history.retention", c.History.Retention, false, true, "positive (such as 720h), or -1 to keep forever"},
-		{"shutdown_grace", c.ShutdownGrace, false, false, "positive (such as 30s)"},
+		{"slots.resolution", c.Slots.Resolution, false, false, "positive (such as 15m)", 0, ""},
+		{"slots.offset", c.Slots.Offset, true, false, "0s, or positive and less than slots.resolution (such as 5m)", 0, ""},
+		{"slots.cycle", c.Slots.Cycle, true, false, "a multiple of slots.resolution (such as 1h), or 0s for a single position", 0, ""},
+		{"ownership.heartbeat", c.Ownership.Heartbeat, false, false, "positive (such as 5s)",
+			heartbeatMin, "each heartbeat is a write to the database"},
+		{"ownership.server_timeout", c.Ownership.ServerTimeout, false, false, "positive and more than twice ownership.heartbeat (such as 30s)",
+			serverTimeoutMin, "it must cover a late heartbeat and the clock difference between hosts"},
+		{"guards.runtime", c.Guards.Runtime, false, false, "positive (such as 30s; it cannot be disabled)",
+			runtimeMin, "a check runs in a database transaction, which takes longer to begin and commit"},
+		{"guards.horizon", c.Guards.Horizon, false, true, "positive (such as 2160h), or -1 for no limit", 0, ""},
+		{"retry.backoff_max", c.Retry.BackoffMax, false, false, "positive (such as 1h)", 0, ""},
+		{"group_duration", c.GroupDuration, false, false, "positive (such as 1s)", 0, ""},
+		{"history.retention", c.History.Retention, false, true, "positive (such as 720h), or -1 to keep forever", 0, ""},
+		{"shutdown_grace", c.ShutdownGrace, false, false, "positive (such as 30s)", 0, ""},
 	}
 	for _, r := range durations {
 		switch {
@@ -748,6 +1052,15 @@ func (c *Config) Validate() error {
 			bad(r.key, fmt.Errorf("must be %s, got 0s", r.want))
 		case r.v == -1 && !r.minusOne:
 			bad(r.key, fmt.Errorf("must be %s, got -1", r.want))
+		case r.v > 0 && r.v < max(r.min, durationMin):
+			msg := fmt.Sprintf("must be at least %s", max(r.min, durationMin))
+			if r.zero {
+				msg = "must be 0s, or at least " + durationMin.String()
+			}
+			if r.why != "" {
+				msg += " (" + r.why + ")"
+			}
+			bad(r.key, fmt.Errorf("%s, got %s", msg, r.v))
 		}
 	}
 	for _, kc := range checks {
@@ -759,6 +1072,12 @@ func (c *Config) Validate() error {
 		if err := pc.Validate(); err != nil {
 			bad(kc.key, engineError{err})
 		}
+	}
+	// A next check is at least one slot after the slot being checked: a
+	// shorter horizon would end every job that asks to run again.
+	if h, res := c.Guards.Horizon, c.Slots.Resolution; h > 0 && h < res && !reported["guards.horizon"] && !reported["slots.resolution"] {
+		bad("guards.horizon", fmt.Errorf("must be at least slots.resolution, %s (a next check is at least one slot away, "+
+			"so a shorter horizon ends every job that asks to run again), or -1 for no limit, got %s", res, h))
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
 		bad("group_size", fmt.Errorf("%d exceeds PostgreSQL's %d checks per transaction: it caches %d subtransactions per "+
@@ -803,10 +1122,74 @@ func (c *Config) Validate() error {
 	}
 	// A backstop for rules that span keys.
 	if err := full.Validate(); err != nil {
-		return &ConfigError{File: c.file, Err: err}
+		return &ConfigError{File: c.file, Err: redactErr(err, secrets, "")}
 	}
 	return nil
 }
+
+// secrets returns the values of c an error must not echo: database.url, and
+// every other string (or map key) that may hold a password.
+func (c *Config) secrets() []string {
+	var out []string
+	if c.Database.URL != "" {
+		out = append(out, c.Database.URL)
+	}
+	var collect func(v reflect.Value)
+	collect = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				if v.Type().Field(i).IsExported() {
+					collect(v.Field(i))
+				}
+			}
+		case reflect.Map:
+			for _, k := range v.MapKeys() {
+				collect(k)
+			}
+		case reflect.String:
+			if s := v.String(); mayHoldCredentials(s) {
+				out = append(out, s)
+			}
+		}
+	}
+	collect(reflect.ValueOf(*c))
+	return out
+}
+
+// passwordRE finds the password in a value that may hold one: the userinfo
+// of a URL after the user name, or a password= parameter.
+var passwordRE = regexp.MustCompile(`(?i)://[^:@/\s]*:([^\s]*)@|(?:pass(?:word|wd)?|pwd)\s*=\s*([^\s&;]+)`)
+
+// redactErr returns err with every secret it quotes replaced by notShown.
+// When the error is about own, a value that may hold a password, and a piece
+// of that password would still show (a parser quoting part of the value),
+// the message quotes nothing at all. The result unwraps to err.
+func redactErr(err error, secrets []string, own string) error {
+	msg := err.Error()
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, strconv.Quote(s), notShown)
+		msg = strings.ReplaceAll(msg, s, notShown)
+	}
+	for _, m := range passwordRE.FindAllStringSubmatch(own, -1) {
+		if p := m[1] + m[2]; p != "" && strings.Contains(msg, p) {
+			msg = "is not valid (" + notShown + ")"
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return redactedError{msg, err}
+}
+
+// redactedError is an error whose message leaves out what may be a password.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
 
 func schemaRE(s string) bool {
 	for i, r := range s {

@@ -397,7 +397,7 @@ func TestConfigEnvErrors(t *testing.T) {
 	}{
 		{"unset, braces", "server: $HOST\ndatabase:\n  url: ${DATABASE_URL}\n", []string{":3: ${DATABASE_URL} is not set"}},
 		{"unset, bare", "workers: 3\nserver: $ROLE-1\n", []string{":2: $ROLE is not set"}},
-		{"every unset variable", "server: ${A}\ndatabase:\n  url: x${B}y$C\n", []string{":1: ${A} is not set", ":3: ${B} is not set", ":3: $C is not set"}},
+		{"every unset variable", "server: ${A}\ndatabase:\n  schema: x${B}y$C\n", []string{":1: ${A} is not set", ":3: ${B} is not set", ":3: $C is not set"}},
 		{"unset in a key", "ownership:\n  static:\n    ${SERVER}: [0, 1, 2, 3]\n", []string{":3: ${SERVER} is not set"}},
 		{"a lone $", "database:\n  url: postgres://app:pa$-x@db/app\n", []string{":2: a $ that starts no variable: write $$ for a literal $"}},
 		{"a $ before a digit", "server: a$1\n", []string{":1: a $ that starts no variable"}},
@@ -454,6 +454,255 @@ func TestPositionLabel(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("grid %s: labels %q, want %q", tt.grid, got, tt.want)
+		}
+	}
+}
+
+// TestConfigRefusesSecondDocument: yaml.v3 reads the first document of a
+// file, so the keys after a "---" or "..." would be silently ignored (a
+// database.url there, and prescient would open a new SQLite file). Such a
+// file is an error at the marker's line.
+func TestConfigRefusesSecondDocument(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string // the error, after the file name
+	}{
+		{"---", "workers: 3\n---\ndatabase:\n  url: postgres://app@db/app\n",
+			`:2: "---" starts a second YAML document, and prescient reads one: every key after this line would be ignored (remove the line, and keep all keys in one document)`},
+		{"...", "workers: 3\n...\ndatabase:\n  url: postgres://app@db/app\n",
+			`:2: "..." ends the YAML document, and prescient reads one: every key after this line would be ignored (remove the line, and keep all keys in one document)`},
+		{"... then ---", "workers: 3\n...\n--- # next\nserver: b\n", `:2: "..." ends the YAML document`},
+		{"after a leading ---", "# prescient\n---\nworkers: 3\n---\n\nserver: b\n", `:4: "---" starts a second YAML document`},
+		{"an empty second document", "workers: 3\n---\n# nothing\n", `:2: "---" starts a second YAML document`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			_, err := loadConfig(path, noEnv)
+			if err == nil {
+				t.Fatalf("load\n%s: no error, want %q", tt.body, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), path+tt.want) {
+				t.Errorf("load\n%s:\n got %s\nwant %s", tt.body, err, path+tt.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Line == 0 {
+				t.Errorf("error %#v is not a *ConfigError with a line", err)
+			}
+		})
+	}
+	// One document, with its markers, is a configuration file.
+	for _, body := range []string{"---\nworkers: 3\n", "# prescient\n---\nworkers: 3\n...\n", "workers: 3\n...\n", "---\n# nothing yet\n"} {
+		cfg, err := loadConfig(writeConfig(t, body), noEnv)
+		if err != nil {
+			t.Errorf("load\n%s: %v", body, err)
+		} else if want := map[bool]int{true: 3, false: 10}[strings.Contains(body, "workers")]; cfg.Workers != want {
+			t.Errorf("load\n%s: workers %d, want %d", body, cfg.Workers, want)
+		}
+	}
+}
+
+// TestConfigSyntaxErrorLine: a YAML syntax error names the line where the
+// parser found it.
+func TestConfigSyntaxErrorLine(t *testing.T) {
+	for _, tt := range []struct{ body, want string }{
+		{"workers: 3\nslots:\n\tresolution: 1m\n", ":3: not valid YAML: found character that cannot start any token"},
+		{"workers: 3\nlog:\n  level: info\n - debug\n", ":3: not valid YAML: did not find expected key"},
+		{"workers: 3\n server: a\n", ":2: not valid YAML: mapping values are not allowed in this context"},
+	} {
+		path := writeConfig(t, tt.body)
+		_, err := loadConfig(path, noEnv)
+		if err == nil || err.Error() != path+tt.want {
+			t.Errorf("load\n%s:\n got %v\nwant %s", tt.body, err, path+tt.want)
+		}
+	}
+}
+
+// TestConfigRefusesBentValues: what the YAML decoder would bend into
+// something else is refused, naming the key and its line: a fraction for an
+// integer (1.9 became 1), and a null (it meant the default, silently).
+func TestConfigRefusesBentValues(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string // the error, after the file name
+	}{
+		{"fractional batch_size", "batch_size: 1.9\n", ":1: batch_size: must be a whole number, got 1.9"},
+		{"fractional workers", "\nworkers: 2.5\n", ":2: workers: must be a whole number, got 2.5"},
+		{"exponent", "guards:\n  max_checks: 1e3\n", ":2: guards.max_checks: must be a whole number, got 1e3"},
+		{"fractional position", "ownership:\n  static:\n    a: [0, 1.5, 2, 3]\n", ":3: ownership.static.a[1]: must be a whole number, got 1.5"},
+		{"quoted integer", "workers: '4'\n", `:1: workers: "4" is not a valid integer (write it without quotes)`},
+		{"not a number", "retry:\n  max_failures: five\n", `:2: retry.max_failures: "five" is not a valid integer`},
+		{"out of range", "database:\n  max_conns: 4294967296\n", `:2: database.max_conns: "4294967296" is not a valid integer`},
+		{"null", "workers: null\n", ":1: workers: null is not a value (remove the key to get the default, 10)"},
+		{"~", "batch_size: ~\n", ":1: batch_size: ~ is not a value (remove the key to get the default, 100)"},
+		{"null duration", "guards:\n  runtime: null\n", ":2: guards.runtime: null is not a value (remove the key to get the default, 30s)"},
+		{"null bool", "sweep:\n  on_start: Null\n", ":2: sweep.on_start: Null is not a value (remove the key to get the default, true)"},
+		{"null string", "database:\n  url: ~\n", `:2: database.url: ~ is not a value (remove the key to get the default, "")`},
+		{"null section", "slots: null\n", ":1: slots: null is not a value (remove the key to keep the defaults of its keys)"},
+		{"null positions", "ownership:\n  static:\n    a: ~\n", ":3: ownership.static.a: ~ is not a value (write a list such as [0, 1], or remove the key)"},
+		{"empty positions", "ownership:\n  static:\n    a:\n", ":3: ownership.static.a: has no value (write a list such as [0, 1], or remove the key)"},
+		{"empty integer", "workers:\n", ":1: workers: has no value (write a whole number, or remove the key to get the default, 10)"},
+		{"empty duration", "slots:\n  resolution:\n", ":2: slots.resolution: has no value (write a duration such as 15m, or remove the key to get the default, 15m0s)"},
+		{"empty bool", "savepoint_every_check:\n", ":1: savepoint_every_check: has no value (write true or false, or remove the key to get the default, false)"},
+		{"repeated key", "workers: 3\nbatch_size: 5\nworkers: 4\n", ":3: workers: is already set on line 1 (keep one)"},
+		{"repeated server", "ownership:\n  static:\n    a: [0, 1]\n    a: [2, 3]\n", ":4: ownership.static.a: is already set on line 3 (keep one)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			_, err := loadConfig(path, noEnv)
+			if err == nil {
+				t.Fatalf("load\n%s: no error, want %q", tt.body, tt.want)
+			}
+			if got, want := err.Error(), path+tt.want; got != want {
+				t.Errorf("load\n%s:\n got %s\nwant %s", tt.body, got, want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Key == "" || ce.Line == 0 {
+				t.Errorf("error %#v is not a *ConfigError with a key and a line", err)
+			}
+		})
+	}
+	// An empty value is the empty string for a string, and no keys for a
+	// section: what was written, not the default.
+	cfg, err := loadConfig(writeConfig(t, "server:\ndatabase:\n  path:\n  schema: ''\nslots:\nownership:\n  static:\nworkers: 0x10\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server != "" || cfg.Database.Path != "" || cfg.Slots != DefaultConfig().Slots || cfg.Ownership.Static == nil || cfg.Workers != 16 {
+		t.Errorf("got server %q, path %q, slots %+v, static %v, workers %d; want \"\", \"\", the defaults, {}, 16",
+			cfg.Server, cfg.Database.Path, cfg.Slots, cfg.Ownership.Static, cfg.Workers)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "database.path: is empty") {
+		t.Errorf("validate an empty database.path: got %v, want database.path: is empty", err)
+	}
+}
+
+// TestConfigRefusesDurationsThatCannotWork: a duration below what its key
+// can work with is refused, naming the key, its line and the minimum.
+func TestConfigRefusesDurationsThatCannotWork(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want []string // the errors, after the file name
+	}{
+		{"heartbeat and server timeout in milliseconds", "ownership:\n  heartbeat: 0.5ms\n  server_timeout: 2ms\n", []string{
+			":2: ownership.heartbeat: must be at least 100ms (each heartbeat is a write to the database), got 500µs",
+			":3: ownership.server_timeout: must be at least 1s (it must cover a late heartbeat and the clock difference between hosts), got 2ms",
+		}},
+		{"server timeout under a second", "ownership:\n  heartbeat: 100ms\n  server_timeout: 500ms\n", []string{
+			":3: ownership.server_timeout: must be at least 1s (it must cover a late heartbeat and the clock difference between hosts), got 500ms",
+		}},
+		{"runtime under a round trip", "guards:\n  runtime: 0.5ms\n", []string{
+			":2: guards.runtime: must be at least 10ms (a check runs in a database transaction, which takes longer to begin and commit), got 500µs",
+		}},
+		{"horizon in microseconds", "guards:\n  horizon: 1µs\n", []string{":2: guards.horizon: must be at least 1ms, got 1µs"}},
+		{"horizon under a slot", "slots:\n  resolution: 15m\nguards:\n  horizon: 10m\n", []string{
+			":4: guards.horizon: must be at least slots.resolution, 15m0s (a next check is at least one slot away, " +
+				"so a shorter horizon ends every job that asks to run again), or -1 for no limit, got 10m0s",
+		}},
+		{"offset in microseconds", "slots:\n  offset: 500us\n", []string{":2: slots.offset: must be 0s, or at least 1ms, got 500µs"}},
+		{"group duration", "group_duration: 100µs\n", []string{":1: group_duration: must be at least 1ms, got 100µs"}},
+		{"retention", "history:\n  retention: 1ns\n", []string{":2: history.retention: must be at least 1ms, got 1ns"}},
+		{"backoff", "retry:\n  backoff_max: 999us\n", []string{":2: retry.backoff_max: must be at least 1ms, got 999µs"}},
+		{"shutdown grace", "shutdown_grace: 1us\n", []string{":1: shutdown_grace: must be at least 1ms, got 1µs"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			cfg, err := loadConfig(path, noEnv)
+			if err != nil {
+				t.Fatalf("load\n%s: %v", tt.body, err)
+			}
+			err = cfg.Validate()
+			if err == nil {
+				t.Fatalf("validate\n%s: no error, want %q", tt.body, tt.want)
+			}
+			var want []string
+			for _, w := range tt.want {
+				want = append(want, path+w)
+			}
+			if got := err.Error(); got != strings.Join(want, "\n") {
+				t.Errorf("validate\n%s:\n got %s\nwant %s", tt.body, got, strings.Join(want, "\n"))
+			}
+		})
+	}
+	// The minimums themselves work.
+	cfg, err := loadConfig(writeConfig(t, `
+slots: {resolution: 1s, offset: 1ms}
+ownership: {heartbeat: 100ms, server_timeout: 1s}
+guards: {runtime: 10ms, horizon: 1s}
+retry: {backoff_max: 1ms}
+group_duration: 1ms
+history: {retention: 1ms}
+shutdown_grace: 1ms
+`), noEnv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Errorf("the minimums: %v", err)
+	}
+}
+
+// TestConfigErrorsHideCredentials: no error echoes what may be a password:
+// database.url, or any value that looks like a URL with userinfo. A $ in a
+// URL's password is not named as a variable; a URL under a key of another
+// type is not quoted.
+func TestConfigErrorsHideCredentials(t *testing.T) {
+	const secret = "s3cr"
+	tests := []struct {
+		name string
+		body string
+		env  map[string]string
+		want string // the first error, after the file name
+	}{
+		{"a $ in a URL's password", "database:\n  url: postgres://app:s3cr$et@db/app\n", nil,
+			":2: database.url: a $ where the value may hold a password does not start a variable that is set (not shown): write $$ for a literal $, or ${NAME} for a variable"},
+		{"a ${ in a URL's password", "database:\n  url: postgres://app:s3cr${e-t}@db/app\n", nil,
+			":2: database.url: a $ where the value may hold a password"},
+		{"a $ in a password parameter", "database:\n  url: postgres://db/app?password=s3cr$et\n", nil, ":2: database.url: a $ where the value may hold a password"},
+		{"a $ in a key=value database.url", "database:\n  url: host=db password=s3cr$et\n", nil, ":2: database.url: a $ where the value may hold a password"},
+		{"a $ in a URL under another key", "server: http://u:s3cr$et@h\n", nil, ":1: server: a $ where the value may hold a password"},
+		{"URL as an integer", "workers: postgres://app:s3cret@db/app\n", nil, ":1: workers: <value not shown: it may hold a password> is not a valid integer"},
+		{"URL as a duration", "guards:\n  runtime: postgres://app:s3cret@db/app\n", nil, ":2: guards.runtime: invalid duration <value not shown: it may hold a password>"},
+		{"URL as a server name", "server: postgres://app:s3cret@db/app\n", nil, ":1: server: invalid server name <value not shown: it may hold a password>"},
+		{"URL as a schedule", "sweep:\n  schedule: '* * * * postgres://app:s3cret@db'\n", nil, ":2: sweep.schedule: "},
+		{"URL as an address", "http:\n  listen: postgres://app:s3cret@db:5432\n", nil, ":2: http.listen: <value not shown: it may hold a password> is not host:port"},
+		{"URL as a log level", "log:\n  level: postgres://app:s3cret@db\n", nil, ":2: log.level: unknown level <value not shown: it may hold a password>"},
+		{"URL as a schema", "database:\n  url: postgres://app:s3cret@db/app\n  schema: postgres://app:s3cret@db\n", nil, ":3: database.schema: <value not shown: it may hold a password> is not a plain identifier"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			cfg, err := loadConfig(path, envOf(tt.env))
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err == nil {
+				t.Fatalf("load\n%s: no error, want %q", tt.body, tt.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q echoes the password", err)
+			}
+			if !strings.HasPrefix(err.Error(), path+tt.want) {
+				t.Errorf("load\n%s:\n got %s\nwant %s...", tt.body, err, path+tt.want)
+			}
+		})
+	}
+	// A reference written on purpose is still named: one that is the whole
+	// value, a ${NAME}, or one in the host or path of a URL.
+	for _, tt := range []struct{ body, want string }{
+		{"database:\n  url: $DATABASE_URL\n", ":2: $DATABASE_URL is not set"},
+		{"database:\n  url: postgres://app:${DB_PASSWORD}@db/app\n", ":2: ${DB_PASSWORD} is not set"},
+		{"database:\n  url: postgres://app:pw@$DB_HOST/app\n", ":2: $DB_HOST is not set"},
+	} {
+		path := writeConfig(t, tt.body)
+		_, err := loadConfig(path, noEnv)
+		if err == nil || !strings.HasPrefix(err.Error(), path+tt.want) {
+			t.Errorf("load\n%s:\n got %v\nwant %s...", tt.body, err, path+tt.want)
 		}
 	}
 }

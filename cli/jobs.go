@@ -81,7 +81,7 @@ given; keep leaves it untouched.`,
 		Example: `  prescient schedule order 42 order_unshipped --in 3h
   prescient schedule order 42 order_unshipped --at 2030-06-01T15:00:00Z --payload '{"amount": 42}'
   prescient schedule order 42 order_unshipped --in 3h --on-conflict keep`,
-		Args: cobra.ExactArgs(3),
+		Args: positionalArgs("ENTITY", "KEY", "CHECK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.check = args[0], args[1], args[2]
 			if err := o.Validate(); err != nil {
@@ -139,7 +139,7 @@ entity when CHECK is left out, to history with outcome cancelled, and prints
 how many it cancelled. Cancelling what is not pending is not an error.`,
 		Example: `  prescient cancel order 42 order_unshipped
   prescient cancel order 42`,
-		Args: cobra.RangeArgs(2, 3),
+		Args: positionalArgs("ENTITY", "KEY", "[CHECK]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key = args[0], args[1]
 			if len(args) == 3 {
@@ -179,7 +179,7 @@ history with outcome resolved, and prints how many. Which checks await which
 events comes from the check catalog, recorded by every server at start-up
 (and by this command for the checks built into this binary).`,
 		Example: `  prescient resolve order 42 shipped`,
-		Args:    cobra.ExactArgs(3),
+		Args:    positionalArgs("ENTITY", "KEY", "EVENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.event = args[0], args[1], args[2]
 			if err := o.Validate(); err != nil {

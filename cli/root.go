@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -98,6 +100,41 @@ PRESCIENT_SERVER override database.url and server.`,
 		e.benchCommand(),
 	)
 	return root
+}
+
+// positionalArgs accepts the arguments named by names, those in brackets
+// ("[CHECK]") optional and last. Otherwise it says what the command expects
+// and what is missing or extra: "resolve: expected ENTITY KEY EVENT, got 2
+// arguments (missing EVENT)", where cobra.ExactArgs would only count them.
+func positionalArgs(names ...string) cobra.PositionalArgs {
+	required := 0
+	for _, n := range names {
+		if !strings.HasPrefix(n, "[") {
+			required++
+		}
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= required && len(args) <= len(names) {
+			return nil
+		}
+		got := "no arguments"
+		switch len(args) {
+		case 0:
+		case 1:
+			got = "1 argument"
+		default:
+			got = fmt.Sprintf("%d arguments", len(args))
+		}
+		if len(args) < required {
+			return fmt.Errorf("%s: expected %s, got %s (missing %s)", cmd.Name(), strings.Join(names, " "), got, strings.Join(names[len(args):required], " "))
+		}
+		extra := make([]string, 0, len(args)-len(names))
+		for _, a := range args[len(names):] {
+			extra = append(extra, strconv.Quote(a))
+		}
+		return fmt.Errorf("%s: expected %s, got %s (%d too many: %s; quote an argument that holds spaces)",
+			cmd.Name(), strings.Join(names, " "), got, len(extra), strings.Join(extra, " "))
+	}
 }
 
 // config loads and validates the configuration named by --config.

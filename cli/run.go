@@ -38,9 +38,10 @@ commit with its job's new state or not at all. Logs go to stderr as text, or
 JSON with log.format: json.
 
 With http.listen set it serves GET /healthz (200 while the process runs) and
-GET /readyz (200 when its last use of the database succeeded; 503 and the
-error while the database is away: the server keeps running, retries, and
-catches up the slots it missed once the database is back).
+GET /readyz (200 when its last use of the database succeeded; 503 "database
+unreachable" while the database is away, with the error in the log: the
+server keeps running, retries, and catches up the slots it missed once the
+database is back).
 
 The stock binary knows only the example check order_unshipped; build your own
 binary with cli.NewRootCommand to run your own Go checks. Jobs of checks a

@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+type fakeReadier struct{ err error }
+
+func (f *fakeReadier) Ready() error { return f.err }
+
+// TestReadyzHidesDatabaseDetails: /readyz tells any caller that the database
+// is unreachable, not its user, name or address; the server's log has them.
+func TestReadyzHidesDatabaseDetails(t *testing.T) {
+	dbErr := errors.New("prescient: heartbeat: list servers: failed to connect to `user=app_owner database=orders_prod`: 10.1.2.3:5432 (db.internal): dial error: connection refused")
+	client := &fakeReadier{err: dbErr}
+	var log bytes.Buffer
+	h := healthHandler(client, slog.New(slog.NewTextHandler(&log, nil)))
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+
+	code, body := get("/readyz")
+	if code != http.StatusServiceUnavailable || body != "not ready: database unreachable (details in the server's log)\n" {
+		t.Errorf("/readyz with the database down: %d %q", code, body)
+	}
+	for _, detail := range []string{"app_owner", "orders_prod", "10.1.2.3", "5432", "db.internal"} {
+		if strings.Contains(body, detail) {
+			t.Errorf("/readyz body %q tells %q", body, detail)
+		}
+	}
+	get("/readyz")
+	if n := strings.Count(log.String(), "10.1.2.3:5432"); n != 1 {
+		t.Errorf("the log has the error %d times after two probes, want once:\n%s", n, log.String())
+	}
+
+	client.err = nil
+	if code, body := get("/readyz"); code != http.StatusOK || body != "ready\n" {
+		t.Errorf("/readyz with the database up: %d %q", code, body)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+}
