@@ -44,6 +44,9 @@ type Client struct {
 	// isolateUntil (Unix ns on the client's clock) is when groups may leave
 	// their savepoints out again (see optimistic).
 	isolateUntil atomic.Int64
+	// attempts holds the ids of the client's attempts still running (see
+	// unfinished.go).
+	attempts sync.Map
 
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired

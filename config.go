@@ -17,6 +17,7 @@ import (
 // Defaults for Config.
 const (
 	MaxFailuresDefault      = 5
+	MaxUnfinishedDefault    = 3
 	RetryBackoffMaxDefault  = time.Hour
 	WorkersDefault          = 10
 	BatchSizeDefault        = 100
@@ -84,6 +85,18 @@ type Config struct {
 	// MaxFailures-th consecutive failure moves it to history as failed.
 	// Default MaxFailuresDefault.
 	MaxFailures int
+	// MaxUnfinished is how many times a job's check may start without
+	// finishing before the job ends failed: a check that kills its server
+	// (os.Exit, an out-of-memory kill, a fatal runtime error) would otherwise
+	// crash-loop every server that runs it. Before a group runs, the engine
+	// records the attempt (one row for the group); the group's commit ends
+	// it. A job named by an attempt left behind runs alone, one at a time,
+	// so that the jobs that merely shared a group with the culprit clear
+	// themselves; a job named by MaxUnfinished attempts left behind ends
+	// failed without running. A database outage or a killed server leaves
+	// attempts behind too: their jobs run alone once, and finish. Default
+	// MaxUnfinishedDefault.
+	MaxUnfinished int
 	// RetryBackoffMax caps the delay before a failed check is retried. Retries
 	// back off exponentially from one slot: 1, 2, 4, … slots after the failure,
 	// never less than one slot. Default RetryBackoffMaxDefault.
@@ -174,6 +187,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxFailures == 0 {
 		c.MaxFailures = MaxFailuresDefault
 	}
+	if c.MaxUnfinished == 0 {
+		c.MaxUnfinished = MaxUnfinishedDefault
+	}
 	if c.RetryBackoffMax == 0 {
 		c.RetryBackoffMax = RetryBackoffMaxDefault
 	}
@@ -236,6 +252,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("config: max_failures %d must be at least 1", c.MaxFailures))
+	}
+	if c.MaxUnfinished < 1 {
+		errs = append(errs, fmt.Errorf("config: max_unfinished %d must be at least 1", c.MaxUnfinished))
 	}
 	if c.RetryBackoffMax < 0 {
 		errs = append(errs, fmt.Errorf("config: retry_backoff_max %s must not be negative", c.RetryBackoffMax))

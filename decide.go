@@ -17,10 +17,13 @@ type policy struct {
 	grid        slots.Grid
 	maxFailures int
 	backoffMax  time.Duration
+	// maxUnfinished is Config.MaxUnfinished, for abandon.
+	maxUnfinished int
 }
 
 func (c *Client) policy() policy {
-	return policy{grid: c.cfg.Grid, maxFailures: c.cfg.MaxFailures, backoffMax: c.cfg.RetryBackoffMax}
+	return policy{grid: c.cfg.Grid, maxFailures: c.cfg.MaxFailures, backoffMax: c.cfg.RetryBackoffMax,
+		maxUnfinished: c.cfg.MaxUnfinished}
 }
 
 // decide turns what a check returned for one job into the job's new state,

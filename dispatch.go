@@ -117,6 +117,16 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 			errs = append(errs, err)
 		}
 	}
+	left, err := c.unfinished(work)
+	if err != nil {
+		return did, unknown, fmt.Errorf("list attempts left unfinished: %w", err)
+	}
+	countUnknown := func(unk map[string]int) {
+		for name, n := range unk {
+			unknown[name] += n
+			tally(&SlotRecord{Unknown: n}, nil)
+		}
+	}
 	// The first checks of a slot start at once, not after the claims of
 	// whole batches that every worker would begin together at the boundary
 	// (a batch check of 1,000 started 150 ms late): the first page is small,
@@ -135,11 +145,16 @@ list:
 			break
 		}
 		after = due[len(due)-1].ID
-		groups, unk := plan(due, c.cfg.Checks.Lookup, c.cfg.Workers, c.cfg.GroupSize, c.cfg.BatchSize)
-		for name, n := range unk {
-			unknown[name] += n
-			tally(&SlotRecord{Unknown: n}, nil)
+		due, suspects, condemned := sortUnfinished(due, left, c.cfg.MaxUnfinished)
+		if len(suspects) > 0 || len(condemned) > 0 {
+			// Alone: no other group of the slot runs meanwhile.
+			wg.Wait()
+			if !c.runAlone(work, hard, slot, suspects, condemned, left, tally, countUnknown) {
+				break
+			}
 		}
+		groups, unk := plan(due, c.cfg.Checks.Lookup, c.cfg.Workers, c.cfg.GroupSize, c.cfg.BatchSize)
+		countUnknown(unk)
 		for _, g := range groups {
 			select {
 			case c.sem <- struct{}{}:
@@ -165,6 +180,44 @@ list:
 	}
 	wg.Wait()
 	return did, unknown, joinFew(errs)
+}
+
+// runAlone ends the condemned jobs as failed, then runs each suspect alone,
+// one after the other (see unfinished.go). It reports false if work ended.
+func (c *Client) runAlone(work, hard context.Context, slot time.Time, suspects, condemned []*driver.DueJob, left map[int64]int,
+	tally func(*SlotRecord, error), countUnknown func(map[string]int)) bool {
+	run := func(g group) bool {
+		select {
+		case c.sem <- struct{}{}:
+		case <-work.Done():
+			return false
+		}
+		defer func() { <-c.sem }()
+		tally(c.runGroup(work, hard, slot, g))
+		return work.Err() == nil
+	}
+	if len(condemned) > 0 {
+		ids := make([]int64, len(condemned))
+		for i, d := range condemned {
+			ids[i] = d.ID
+		}
+		if !run(group{ids: ids, condemned: left}) {
+			return false
+		}
+	}
+	for _, d := range suspects {
+		c.log.Info("running alone a job whose check started and never finished before", "id", d.ID, "check", d.Check,
+			"attempts", left[d.ID], "max_unfinished", c.cfg.MaxUnfinished)
+		groups, unk := plan([]*driver.DueJob{d}, c.cfg.Checks.Lookup, 1, 1, 1)
+		countUnknown(unk)
+		for _, g := range groups {
+			g.settle = true
+			if !run(g) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // joinFew joins the first few of errs and counts the rest: a slot whose
@@ -196,6 +249,12 @@ type group struct {
 	// claimed, if set, is closed once the group's first transaction has
 	// claimed its jobs (or failed to).
 	claimed chan struct{}
+	// settle says the group's jobs are suspects run alone: the attempts left
+	// behind that name them end when the group commits.
+	settle bool
+	// condemned, if set, holds the attempts left behind per job: the group's
+	// jobs end failed without running (see unfinished.go).
+	condemned map[int64]int
 }
 
 // plan splits due jobs, in id order, into groups: the jobs of single-job

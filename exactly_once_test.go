@@ -136,6 +136,11 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 		if recs := historyOf(t, c, "ok"); len(recs) != 0 {
 			t.Errorf("history of a job whose transaction died: %+v", recs)
 		}
+		// The group's attempt outlives its transaction: its jobs run alone
+		// next time (see unfinished.go).
+		if ids := attemptsNaming(t, h); len(ids) != 4 {
+			t.Errorf("attempts left name jobs %v, want the group's 4", ids)
+		}
 
 		// Fired again, every job left due runs once.
 		rec := fire(t, c, "2026-03-10T10:15:00Z")
@@ -147,6 +152,11 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 			if n := h.count("SELECT * FROM alerts WHERE entity_key = $1", k); n != 1 {
 				t.Errorf("%s: %d alerts, want exactly 1", k, n)
 			}
+		}
+		// Each job that ran since is settled; "fails", not yet due again,
+		// is still named.
+		if ids := attemptsNaming(t, h); len(ids) != 1 || ids[0] != wantPending(t, c, "fails", "c").ID {
+			t.Errorf("attempts left name jobs %v, want only the job not yet run again", ids)
 		}
 	})
 }
@@ -277,6 +287,9 @@ func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 		if n := h.count("SELECT * FROM alerts"); n != 1 {
 			t.Errorf("%d alerts, want job 1's only", n)
 		}
+		if ids := attemptsNaming(t, h); len(ids) != 0 {
+			t.Errorf("attempts left name jobs %v: a shutdown is not a crash", ids)
+		}
 		recs, err := c.Slots(context.Background(), nil)
 		if err != nil || len(recs) != 1 || recs[0].Complete() || recs[0].Checked != 1 {
 			t.Errorf("ledger: %+v, %v; want the slot incomplete with 1 checked", recs, err)
@@ -326,6 +339,9 @@ func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 		}
 		if n := h.count("SELECT * FROM alerts"); n != 0 {
 			t.Errorf("%d alerts of a rolled back group, want none", n)
+		}
+		if ids := attemptsNaming(t, h); len(ids) != 0 {
+			t.Errorf("attempts left name jobs %v: a shutdown is not a crash", ids)
 		}
 	})
 }

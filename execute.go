@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -91,7 +92,7 @@ func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (
 	defer claimed()
 	total := &SlotRecord{}
 	for ids := g.ids; len(ids) > 0 && work.Err() == nil; {
-		t, rest, err := c.runTx(work, hard, slot, g.batch, ids, c.optimistic(), nil, claimed)
+		t, rest, err := c.runTx(work, hard, slot, &g, ids, c.optimistic() && !g.settle, nil, 0, claimed)
 		total.Add(t)
 		if err != nil {
 			if g.batch != nil {
@@ -104,18 +105,42 @@ func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (
 	return total, nil
 }
 
-// runTx claims the jobs ids still due in slot and runs their checks in one
-// transaction: optimistically (no savepoints) or each in a savepoint. held
-// are the decisions of checks that already failed in an optimistic run of
-// the group: they are not run again, and their decisions are applied with
-// the others'. runTx stops starting checks once the transaction has run for
-// GroupDuration, returning the ids it did not get to, and when work or hard
-// ends, leaving them due.
+// runTx claims the jobs ids of group g still due in slot and runs their
+// checks in one transaction: optimistically (no savepoints) or each in a
+// savepoint. held are the decisions of checks that already failed in an
+// optimistic run of the group: they are not run again, and their decisions
+// are applied with the others'. runTx stops starting checks once the
+// transaction has run for GroupDuration, returning the ids it did not get
+// to, and when work or hard ends, leaving them due.
 //
-// claimed is called once the jobs are claimed.
-func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks.Check, ids []int64, optimistic bool, held []ran, claimed func()) (*SlotRecord, []int64, error) {
+// attempt is the attempt the transaction ends (see unfinished.go): 0 to
+// record a new one, that of the first run when the group runs again. claimed
+// is called once the jobs are claimed.
+func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids []int64, optimistic bool, held []ran, attempt int64, claimed func()) (_ *SlotRecord, _ []int64, err error) {
+	if g.condemned != nil {
+		defer claimed()
+		return c.abandonTx(hard, slot, g, ids)
+	}
+	if attempt == 0 {
+		if attempt, err = c.startAttempt(hard, slot, ids); err != nil {
+			claimed()
+			return nil, nil, err
+		}
+	}
+	// The attempt stays in the database (its jobs become suspects) when the
+	// transaction dies; nothing ran when it is rolled back on purpose before
+	// a check started.
+	var dropAttempt bool
+	rerun := false
+	defer func() {
+		if !rerun {
+			c.endAttempt(hard, attempt, dropAttempt)
+		}
+	}()
 	tx, err := c.drv.Begin(hard)
 	if err != nil {
+		dropAttempt = true
+		claimed()
 		return nil, nil, err
 	}
 	defer func() {
@@ -126,9 +151,10 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 	jobs, err := tx.Claim(hard, &driver.ClaimParams{IDs: ids, Slot: slot})
 	claimed()
 	if err != nil || len(jobs) == 0 {
+		dropAttempt = true
 		return nil, nil, err
 	}
-	units, done := c.units(batch, jobs), claimedOf(held, jobs)
+	units, done := c.units(g.batch, jobs), claimedOf(held, jobs)
 	began := time.Now()
 	var rest []int64
 	for i, u := range units {
@@ -154,9 +180,11 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 			cancel()
 			c.isolateUntil.Store(c.now().Add(isolateAfterFailure).UnixNano())
 			if r.decisions == nil {
+				dropAttempt = true
 				return &SlotRecord{}, nil, nil // interrupted by shutdown: everything stays due
 			}
-			return c.runTx(work, hard, slot, batch, ids, false, append(held, r), claimed)
+			rerun = true
+			return c.runTx(work, hard, slot, g, ids, false, append(held, r), attempt, claimed)
 		}
 		done = append(done, r)
 		if err != nil {
@@ -172,7 +200,11 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 	ds := decisionsOf(done)
 	ctx, cancel := finishCtx(hard)
 	defer cancel()
-	err = tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds})
+	ap := &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Attempt: attempt}
+	if g.settle {
+		ap.Settled = idsOf(jobs)
+	}
+	err = tx.Apply(ctx, ap)
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
@@ -182,6 +214,46 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, batch *checks
 		return t, nil, err
 	}
 	return tallyOf(ds), rest, nil
+}
+
+// abandonTx ends the condemned jobs ids of g still due in slot as failed,
+// without running their checks, and settles their attempts.
+func (c *Client) abandonTx(hard context.Context, slot time.Time, g *group, ids []int64) (*SlotRecord, []int64, error) {
+	tx, err := c.drv.Begin(hard)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	jobs, err := tx.Claim(hard, &driver.ClaimParams{IDs: ids, Slot: slot})
+	if err != nil || len(jobs) == 0 {
+		return nil, nil, err
+	}
+	p := c.policy()
+	ds := make([]driver.Decision, len(jobs))
+	for i, j := range jobs {
+		ds[i] = p.abandon(j, g.condemned[j.ID])
+		c.log.Error("job failed for good: its check started and never finished too many times", "entity", j.Entity, "key", j.Key,
+			"check", j.Check, "attempts", g.condemned[j.ID], "max_unfinished", c.cfg.MaxUnfinished)
+	}
+	err = tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Settled: idsOf(jobs)})
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return tallyOf(ds), nil, nil
+}
+
+// idsOf returns the jobs' ids.
+func idsOf(jobs []*checks.Job) []int64 {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }
 
 // heldJob reports whether job id has a held decision.
@@ -273,6 +345,12 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	ct := newCheckTx(tx, runCtx)
 	for _, j := range u.jobs {
 		j.Tx = ct
+	}
+	if c.log.Enabled(hard, slog.LevelDebug) {
+		// The last such line before a crash names the culprit.
+		for _, j := range u.jobs {
+			c.log.Debug("running check", "id", j.ID, "entity", j.Entity, "key", j.Key, "check", j.Check, "slot", j.Slot)
+		}
 	}
 	start := time.Now()
 	results, err := call(hard, runCtx, u, limits)

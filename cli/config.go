@@ -184,6 +184,9 @@ type GuardsConfig struct {
 type RetryConfig struct {
 	// MaxFailures is how many failures in a row end a job as failed.
 	MaxFailures int `yaml:"max_failures"`
+	// MaxUnfinished is how many times a job's check may start without
+	// finishing (its server died while it ran) before the job ends failed.
+	MaxUnfinished int `yaml:"max_unfinished"`
 	// BackoffMax caps the delay before a failed check is retried.
 	BackoffMax Duration `yaml:"backoff_max"`
 }
@@ -235,8 +238,9 @@ func DefaultConfig() *Config {
 			Horizon:   Duration(guards.HorizonDefault),
 		},
 		Retry: RetryConfig{
-			MaxFailures: prescient.MaxFailuresDefault,
-			BackoffMax:  Duration(prescient.RetryBackoffMaxDefault),
+			MaxFailures:   prescient.MaxFailuresDefault,
+			MaxUnfinished: prescient.MaxUnfinishedDefault,
+			BackoffMax:    Duration(prescient.RetryBackoffMaxDefault),
 		},
 		Workers:       prescient.WorkersDefault,
 		BatchSize:     prescient.BatchSizeDefault,
@@ -993,6 +997,7 @@ func (c *Config) Validate() error {
 		{"guards.runtime", nil, func(pc *prescient.Config) { pc.Guards.Runtime = full.Guards.Runtime }},
 		{"guards.horizon", nil, func(pc *prescient.Config) { pc.Guards.Horizon = full.Guards.Horizon }},
 		{"retry.max_failures", nil, func(pc *prescient.Config) { pc.MaxFailures = full.MaxFailures }},
+		{"retry.max_unfinished", nil, func(pc *prescient.Config) { pc.MaxUnfinished = full.MaxUnfinished }},
 		{"retry.backoff_max", nil, func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
 		{"workers", nil, func(pc *prescient.Config) { pc.Workers = full.Workers }},
 		{"batch_size", nil, func(pc *prescient.Config) { pc.BatchSize = full.BatchSize }},
@@ -1021,6 +1026,7 @@ func (c *Config) Validate() error {
 	}{
 		{"guards.max_checks", c.Guards.MaxChecks, "a positive number, or -1 for no limit"},
 		{"retry.max_failures", c.Retry.MaxFailures, "at least 1"},
+		{"retry.max_unfinished", c.Retry.MaxUnfinished, "at least 1"},
 		{"workers", c.Workers, "at least 1"},
 		{"batch_size", c.BatchSize, "at least 1"},
 		{"group_size", c.GroupSize, "at least 1 (1 runs each check in a transaction of its own)"},
@@ -1252,6 +1258,7 @@ func (c *Config) clientConfig() prescient.Config {
 			Horizon:   time.Duration(c.Guards.Horizon),
 		},
 		MaxFailures:          c.Retry.MaxFailures,
+		MaxUnfinished:        c.Retry.MaxUnfinished,
 		RetryBackoffMax:      time.Duration(c.Retry.BackoffMax),
 		Workers:              c.Workers,
 		BatchSize:            c.BatchSize,

@@ -124,7 +124,7 @@ ownership:
   heartbeat: 2s
   server_timeout: 10s
 guards: {max_checks: -1, runtime: 10s, horizon: -1}
-retry: {max_failures: 3, backoff_max: 10m}
+retry: {max_failures: 3, max_unfinished: 4, backoff_max: 10m}
 workers: 4
 batch_size: 50
 group_size: 20
@@ -151,6 +151,7 @@ log: {level: debug, format: json}
 		ServerTimeout:        10 * time.Second,
 		Guards:               guards.Limits{MaxChecks: -1, Runtime: 10 * time.Second, Horizon: -1},
 		MaxFailures:          3,
+		MaxUnfinished:        4,
 		RetryBackoffMax:      10 * time.Minute,
 		Workers:              4,
 		BatchSize:            50,

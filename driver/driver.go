@@ -74,6 +74,20 @@ type Driver interface {
 	// proportional to the jobs due in the slot, not to the table, whatever
 	// the table held when the store first ran it.
 	JobsDue(ctx context.Context, p *JobsDueParams) ([]*DueJob, error)
+	// AttemptStart records, in a transaction of its own that has committed
+	// when it returns, that p.Server is about to run the checks of the jobs
+	// p.IDs due in p.Slot, and returns the attempt's id. The processing
+	// transaction that runs them ends the attempt (ApplyParams.Attempt) when
+	// it commits. An attempt left behind says its checks started and never
+	// finished: their server died, or lost the database, while they ran.
+	AttemptStart(ctx context.Context, p *AttemptStartParams) (int64, error)
+	// AttemptEnd deletes an attempt whose transaction the engine rolled back
+	// on purpose (shutdown); a missing one is not an error.
+	AttemptEnd(ctx context.Context, id int64) error
+	// AttemptsLeft returns the attempts recorded and not yet ended, oldest
+	// first: those of transactions still running, and those left behind.
+	AttemptsLeft(ctx context.Context) ([]*Attempt, error)
+
 	// JobsOverdueSlots lists the distinct slots s with after < s < before
 	// that still have pending jobs, oldest first, at most limit. A zero after
 	// is no lower bound; passing the last slot returned pages on.

@@ -136,6 +136,30 @@ type ApplyParams struct {
 	// Decisions holds one decision per job to change; a job claimed and left
 	// out stays as it was.
 	Decisions []Decision
+	// Attempt, if not 0, is the attempt (AttemptStart) the transaction ends:
+	// it is deleted with the decisions, and so is gone once they commit.
+	Attempt int64
+	// Settled names jobs whose earlier attempts, left behind, end with this
+	// transaction: each is taken out of every attempt that names it, and an
+	// attempt left naming no job is deleted.
+	Settled []int64
+}
+
+// AttemptStartParams records that a server is about to run jobs' checks.
+type AttemptStartParams struct {
+	Server    string
+	Slot      time.Time
+	StartedAt time.Time
+	IDs       []int64
+}
+
+// Attempt is a recorded start of checks (AttemptStart) not yet ended.
+type Attempt struct {
+	ID        int64
+	Server    string
+	Slot      time.Time
+	StartedAt time.Time
+	JobIDs    []int64
 }
 
 // Validate reports decisions that cannot be applied: one that changes

@@ -150,7 +150,10 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 			return err
 		}
 		n = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before)
+		if _, err = tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, attemptsPruneSQL)
 		return err
 	})
 	if err != nil {

@@ -341,7 +341,7 @@ func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 	if err := t.flush(ctx, t.endControl()); err != nil {
 		return err
 	}
-	if len(p.Decisions) == 0 {
+	if len(p.Decisions) == 0 && p.Attempt == 0 && len(p.Settled) == 0 {
 		return nil
 	}
 	n := len(p.Decisions)
@@ -359,8 +359,20 @@ func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 		ids[i], outcomes[i], nexts[i], checked[i] = d.ID, string(d.Outcome), d.Next, d.Checked
 		errs[i], runtimes[i], reasons[i], lateness[i] = d.Err, micros(d.Runtime), d.Reason, micros(d.Lateness)
 	}
-	if _, err := t.tx.Exec(ctx, `SELECT prescient_apply($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		ids, outcomes, nexts, checked, errs, runtimes, reasons, lateness, p.Slot, p.Now, p.Server); err != nil {
+	// One round trip: the decisions, the end of the attempt, and the
+	// settling of attempts left behind.
+	b := &pgx.Batch{}
+	if n > 0 {
+		b.Queue(`SELECT prescient_apply($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			ids, outcomes, nexts, checked, errs, runtimes, reasons, lateness, p.Slot, p.Now, p.Server)
+	}
+	if p.Attempt != 0 {
+		b.Queue(`DELETE FROM prescient_attempts WHERE id = $1`, p.Attempt)
+	}
+	if len(p.Settled) > 0 {
+		b.Queue(`SELECT prescient_attempts_settle($1)`, p.Settled)
+	}
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		return t.fail(fmt.Errorf("apply: %w", interpretError(err)))
 	}
 	return nil

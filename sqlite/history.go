@@ -139,7 +139,10 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		if n, err = res.RowsAffected(); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before))
+		if _, err = tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before)); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, attemptsPruneSQL)
 		return err
 	})
 	if err != nil {

@@ -404,6 +404,23 @@ func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 			return fmt.Errorf("apply: %w", err)
 		}
 	}
+	if p.Attempt != 0 {
+		if err := t.exec(ctx, `DELETE FROM prescient_attempts WHERE id = $1`, p.Attempt); err != nil {
+			return fmt.Errorf("apply: end attempt: %w", err)
+		}
+	}
+	if len(p.Settled) > 0 {
+		b, err := json.Marshal(p.Settled)
+		if err != nil {
+			return err
+		}
+		if err := t.exec(ctx, attemptsSettleSQL, string(b)); err != nil {
+			return fmt.Errorf("apply: settle attempts: %w", err)
+		}
+		if err := t.exec(ctx, attemptsEmptySQL); err != nil {
+			return fmt.Errorf("apply: settle attempts: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -77,6 +77,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"ProcessEmptySavepoints", testProcessEmptySavepoints},
 		{"ProcessTxReads", testProcessTxReads},
 		{"ProcessConcurrentClaimers", testProcessConcurrentClaimers},
+		{"Attempts", testAttempts},
 		{"OverdueSlots", testOverdueSlots},
 		{"Reslot", testReslot},
 		{"Stats", testStats},

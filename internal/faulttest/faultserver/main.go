@@ -7,7 +7,8 @@
 // the engine's transaction, so an alert commits exactly when the job's new
 // state does. A job whose payload says {"escalate": true} asks to be
 // checked once more, two slots later; {"work_ms": N} makes each check take N
-// milliseconds, so that kills land mid-slot.
+// milliseconds, so that kills land mid-slot; {"exit": true} makes the check
+// kill its own process (exit status 3), as a fatal error in a check would.
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 type payload struct {
 	Escalate bool `json:"escalate"`
 	WorkMS   int  `json:"work_ms"`
+	Exit     bool `json:"exit"`
 }
 
 func check(server string) checks.Func {
@@ -45,6 +47,9 @@ func check(server string) checks.Func {
 			case <-ctx.Done():
 				return time.Time{}, ctx.Err()
 			}
+		}
+		if p.Exit {
+			os.Exit(3)
 		}
 		if _, err := j.Tx.Exec(ctx, "INSERT INTO fault_alerts (entity_key, stage, slot, server) VALUES ($1, $2, $3, $4)",
 			j.Key, j.CheckCount+1, j.Slot, server); err != nil {

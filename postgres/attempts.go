@@ -1,0 +1,53 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient/driver"
+)
+
+// AttemptStart records an attempt with prescient_attempt_start, whose commit
+// does not wait for the disk (see its migration).
+func (s *Store) AttemptStart(ctx context.Context, p *driver.AttemptStartParams) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `SELECT prescient_attempt_start($1, $2, $3, $4)`,
+		p.Server, p.Slot, p.StartedAt, p.IDs).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("record attempt: %w", interpretError(err))
+	}
+	return id, nil
+}
+
+// AttemptEnd deletes an attempt.
+func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_attempts WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("end attempt %d: %w", id, interpretError(err))
+	}
+	return nil
+}
+
+// AttemptsLeft lists the attempts not yet ended.
+func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, server, slot, started_at, job_ids FROM prescient_attempts ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Attempt, error) {
+		var a driver.Attempt
+		err := row.Scan(&a.ID, &a.Server, &a.Slot, &a.StartedAt, &a.JobIDs)
+		a.Slot, a.StartedAt = a.Slot.UTC(), a.StartedAt.UTC()
+		return &a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// attemptsPrune deletes the attempts that name no pending job: their jobs
+// were cancelled, resolved or finished elsewhere.
+const attemptsPruneSQL = `DELETE FROM prescient_attempts a
+	WHERE NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.id = ANY (a.job_ids))`

@@ -1,0 +1,109 @@
+package prescient
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// Checks that never finish. A check that kills its server (os.Exit, an
+// out-of-memory kill, a fatal runtime error) leaves no failure behind: its
+// transaction dies with the process, its job stays due, and every restart
+// would run it again. So before a group's transaction runs its checks, the
+// engine records an attempt naming the group's jobs (driver.AttemptStart,
+// one row committed at once), and the transaction deletes it with its
+// decisions. An attempt that outlives its transaction says its checks
+// started and never finished.
+//
+// A job named by such attempts is a suspect: it shared a group with the
+// culprit, or is the culprit. Suspects run alone, one at a time, with no
+// other group of the slot running, each under an attempt of its own, and a
+// suspect that finishes is cleared from every attempt (ApplyParams.Settled).
+// The jobs that merely shared the culprit's group so clear themselves on the
+// next run, while the culprit gathers one attempt per crash; once
+// Config.MaxUnfinished attempts name a job, it ends failed without running.
+
+// unfinished returns, per job, how many attempts left behind name it. The
+// client's own attempts still running are not left behind; those of other
+// servers still running cannot be told apart, and at worst make their jobs
+// (which those servers hold, and this one will skip) suspects.
+func (c *Client) unfinished(ctx context.Context) (map[int64]int, error) {
+	left, err := c.drv.AttemptsLeft(ctx)
+	if err != nil || len(left) == 0 {
+		return nil, err
+	}
+	n := make(map[int64]int)
+	for _, a := range left {
+		if _, running := c.attempts.Load(a.ID); running {
+			continue
+		}
+		for _, id := range a.JobIDs {
+			n[id]++
+		}
+	}
+	return n, nil
+}
+
+// sortUnfinished splits due jobs by the attempts left behind that name them:
+// those named by none, the suspects to run alone, and the condemned, named by
+// at least max.
+func sortUnfinished(due []*driver.DueJob, left map[int64]int, max int) (clean, suspects, condemned []*driver.DueJob) {
+	if len(left) == 0 {
+		return due, nil, nil
+	}
+	for _, d := range due {
+		switch n := left[d.ID]; {
+		case n == 0:
+			clean = append(clean, d)
+		case n >= max:
+			condemned = append(condemned, d)
+		default:
+			suspects = append(suspects, d)
+		}
+	}
+	return clean, suspects, condemned
+}
+
+// abandon is the decision for a job whose check started `attempts` times and
+// never finished: it ends failed, without running again.
+func (p policy) abandon(j *checks.Job, attempts int) driver.Decision {
+	return driver.Decision{
+		ID:       j.ID,
+		Outcome:  history.Failed,
+		Lateness: j.Lateness(),
+		Err: fmt.Sprintf("its check started %d times and never finished: the server running it died or lost the database "+
+			"each time (retry.max_unfinished is %d); look in the servers' logs for the crash, with the job at debug level",
+			attempts, p.maxUnfinished),
+	}
+}
+
+// startAttempt records that the client is about to run the checks of ids.
+func (c *Client) startAttempt(ctx context.Context, slot time.Time, ids []int64) (int64, error) {
+	id, err := c.drv.AttemptStart(ctx, &driver.AttemptStartParams{Server: c.cfg.Server, Slot: slot, StartedAt: c.now(), IDs: ids})
+	if err != nil {
+		return 0, err
+	}
+	c.attempts.Store(id, struct{}{})
+	return id, nil
+}
+
+// endAttempt forgets a running attempt; with drop, it also deletes its row
+// (the engine rolled its transaction back on purpose, and nothing ran).
+func (c *Client) endAttempt(hard context.Context, id int64, drop bool) {
+	if id == 0 {
+		return
+	}
+	c.attempts.Delete(id)
+	if !drop {
+		return
+	}
+	ctx, cancel := finishCtx(hard)
+	defer cancel()
+	if err := c.drv.AttemptEnd(ctx, id); err != nil {
+		c.log.Warn("could not delete an attempt rolled back on purpose; its jobs will run alone next time", "attempt", id, "error", err)
+	}
+}

@@ -1,0 +1,143 @@
+package prescient_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// leaveAttempt records an attempt naming jobs, as a server that died while
+// their checks ran would have left it.
+func leaveAttempt(t *testing.T, h *harness, slot time.Time, jobs ...*prescient.Job) {
+	t.Helper()
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	if _, err := h.store.Driver().AttemptStart(context.Background(),
+		&driver.AttemptStartParams{Server: "dead", Slot: slot, StartedAt: slot, IDs: ids}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attemptsNaming returns the ids of jobs named by attempts left in the store,
+// sorted, with repeats.
+func attemptsNaming(t *testing.T, h *harness) []int64 {
+	t.Helper()
+	left, err := h.store.Driver().AttemptsLeft(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, a := range left {
+		ids = append(ids, a.JobIDs...)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// A check that kills its server leaves behind the attempt its group
+// recorded. The next firing runs the jobs it names alone, one at a time,
+// with nothing else of the slot running, so that the jobs that merely shared
+// the culprit's group finish and clear themselves; a job named by
+// MaxUnfinished attempts ends failed without running.
+func TestChecksThatNeverFinished(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		var (
+			running, ran atomic.Int32
+			mu           sync.Mutex
+			crowded      []string // suspects that ran beside another check
+			poisonRan    bool
+		)
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			ran.Add(1)
+			time.Sleep(5 * time.Millisecond) // long enough for others to start beside it
+			mu.Lock()
+			defer mu.Unlock()
+			if j.Key == "poison" {
+				poisonRan = true
+			}
+			if strings.HasPrefix(j.Key, "suspect") && n != 1 {
+				crowded = append(crowded, j.Key)
+			}
+			return time.Time{}, writeAlert(ctx, j)
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.Workers, c.GroupSize = 4, 1 })
+		const at = "2026-03-10T10:15:00Z"
+		slot := ts(at)
+		jobs := map[string]*prescient.Job{}
+		for _, k := range []string{"clean-1", "suspect-1", "clean-2", "poison", "suspect-2", "clean-3", "clean-4"} {
+			jobs[k] = schedule(t, c, k, "c", at)
+		}
+		// The poison job crashed its server three times (the default
+		// MaxUnfinished), the first time in a group with the suspects.
+		leaveAttempt(t, h, slot, jobs["suspect-1"], jobs["poison"], jobs["suspect-2"])
+		leaveAttempt(t, h, slot, jobs["poison"])
+		leaveAttempt(t, h, slot, jobs["poison"])
+
+		clk.Set(at)
+		rec := fire(t, c, at)
+		if rec.Checked != 7 || rec.Outcomes[history.Done] != 6 || rec.Outcomes[history.Failed] != 1 {
+			t.Errorf("slot record %+v, want 6 done and 1 failed", rec)
+		}
+		if poisonRan || ran.Load() != 6 {
+			t.Errorf("checks run: %d (poison ran: %v), want the 6 others only", ran.Load(), poisonRan)
+		}
+		if len(crowded) > 0 {
+			t.Errorf("suspects %v ran beside other checks, want each alone", crowded)
+		}
+		r := wantOutcome(t, c, "poison", history.Failed, 0)
+		if !strings.Contains(r.LastError, "started 3 times and never finished") {
+			t.Errorf("poison's last error %q, want it to say its check never finished", r.LastError)
+		}
+		for k := range jobs {
+			if k != "poison" {
+				wantOutcome(t, c, k, history.Done, 1)
+			}
+		}
+		if ids := attemptsNaming(t, h); len(ids) != 0 {
+			t.Errorf("attempts left after the slot: jobs %v, want none", ids)
+		}
+	})
+}
+
+// A slot that runs normally leaves no attempt behind, with or without
+// savepoints, nor does a failure that makes an optimistic group run again.
+func TestAttemptsEndWithTheirGroup(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if err := writeAlert(ctx, j); err != nil {
+				return time.Time{}, err
+			}
+			if j.Key == "3" {
+				return time.Time{}, context.DeadlineExceeded
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), oneGroup)
+		for _, k := range []string{"1", "2", "3", "4"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		rec := fire(t, c, "2026-03-10T10:15:00Z")
+		if rec.Outcomes[history.Done] != 3 || rec.Failures != 1 {
+			t.Errorf("slot record %+v, want 3 done and 1 failure", rec)
+		}
+		if ids := attemptsNaming(t, h); len(ids) != 0 {
+			t.Errorf("attempts left after the slot: jobs %v, want none", ids)
+		}
+	})
+}
