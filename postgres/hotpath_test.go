@@ -74,6 +74,7 @@ func tracedStore(t *testing.T) (*postgres.Store, *roundTrips) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(pool.Close) // the pool stays the caller's
 	s := postgres.New(pool, &postgres.Opts{Schema: schema})
 	t.Cleanup(s.Close)
 	if err := s.Migrate(t.Context()); err != nil {
@@ -182,6 +183,7 @@ func TestPlansHoldWhenJobsArriveAfterStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(pool.Close) // the pool stays the caller's
 	s := postgres.New(pool, &postgres.Opts{Schema: schema})
 	t.Cleanup(s.Close)
 	ctx := t.Context()

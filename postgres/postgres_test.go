@@ -624,6 +624,7 @@ func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(pool.Close) // the pool stays the caller's
 	s := postgres.New(pool, &postgres.Opts{Schema: schema})
 	t.Cleanup(s.Close)
 	if err := s.Migrate(t.Context()); err != nil {

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +20,12 @@ import (
 type Opts struct {
 	// Schema is the schema holding prescient's tables, functions and goose
 	// version table. Empty means the server's default search_path (usually
-	// public). Otherwise Migrate creates the schema if it is missing, and Open
-	// makes every pool connection use it as its only search_path.
+	// public). Otherwise Migrate creates the schema if it is missing; Open
+	// puts it first in the search_path of every pool connection, ahead of
+	// the connection's default (so that checks, through job.Tx, still see
+	// the application's tables); and statements run in an application's own
+	// transaction (ScheduleTx and the other …Tx methods) name prescient's
+	// tables with the schema, whatever that connection's search_path.
 	Schema string
 	// MaxConns caps the pool Open creates; 0 keeps pgxpool's default (the
 	// larger of 4 and the number of CPUs) or the pool_max_conns of the URL.
@@ -30,6 +36,10 @@ type Opts struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	schema string
+	// ownsPool says Close closes the pool: Open's, not New's.
+	ownsPool bool
+	// qualified caches statements rewritten by qualify.
+	qualified sync.Map
 }
 
 var _ driver.Driver = (*Store)(nil)
@@ -59,7 +69,11 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	if o.Schema != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+		schema := pgx.Identifier{o.Schema}.Sanitize()
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `SELECT set_config('search_path', $1 || ', ' || current_setting('search_path'), false)`, schema)
+			return err
+		}
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -75,13 +89,17 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", interpretError(err))
 	}
-	return New(pool, &o), nil
+	s := New(pool, &o)
+	s.ownsPool = true
+	return s, nil
 }
 
-// New returns a store over an existing pool; Close closes the pool. opts.Schema
-// only tells Migrate which schema to create and lock: the pool's connections
-// must already have it as their search_path (Open arranges that), since New
-// cannot change a running pool. opts.MaxConns is ignored. opts may be nil.
+// New returns a store over an existing pool, which stays the caller's: Close
+// leaves it open. opts.Schema tells Migrate which schema to create and lock,
+// and names prescient's tables in statements run in an application's
+// transaction; the pool's connections must already have the schema first
+// in their search_path (Open arranges that), since New cannot change a
+// running pool. opts.MaxConns is ignored. opts may be nil.
 func New(pool *pgxpool.Pool, opts *Opts) *Store {
 	s := &Store{pool: pool}
 	if opts != nil {
@@ -113,8 +131,13 @@ func (s *Store) UnwrapTx(tx pgx.Tx) any { return tx }
 // pgx.Tx to pass to the methods that take one.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool, waiting for connections in use to be released.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the pool Open created, waiting for connections in use to be
+// released; a pool handed to New is left open.
+func (s *Store) Close() {
+	if s.ownsPool {
+		s.pool.Close()
+	}
+}
 
 // querier is what pgxpool.Pool and pgx.Tx have in common: a method that runs
 // one statement can run on either.
@@ -144,7 +167,7 @@ func (s *Store) on(tx any) (querier, error) {
 	if err != nil || t == nil {
 		return s.pool, err
 	}
-	return t, nil
+	return s.callers(t), nil
 }
 
 // inTx runs fn in the caller's transaction, or in one of the store's own that
@@ -155,9 +178,61 @@ func (s *Store) inTx(ctx context.Context, tx any, fn func(pgx.Tx) error) error {
 		return err
 	}
 	if t != nil {
-		return fn(t)
+		return fn(s.callers(t))
 	}
 	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// callers returns the caller's transaction t as the store's statements use
+// it: with prescient's tables and functions named with the store's schema,
+// since the application's connection has its own search_path.
+func (s *Store) callers(t pgx.Tx) pgx.Tx {
+	if s.schema == "" {
+		return t
+	}
+	return schemaTx{Tx: t, s: s}
+}
+
+// ownObjects matches the names of prescient's tables and functions not
+// already qualified.
+var ownObjects = regexp.MustCompile(`(^|[^."\w])(prescient_(?:jobs|history|catalog|settings|slots|servers|attempts|` +
+	`claim|apply|jobs_due|attempt_start|attempts_settle|schedule|cancel|resolve|finish))\b`)
+
+// qualify returns sql with prescient's own tables and functions named with
+// the store's schema.
+func (s *Store) qualify(sql string) string {
+	if q, ok := s.qualified.Load(sql); ok {
+		return q.(string)
+	}
+	q := ownObjects.ReplaceAllString(sql, "${1}"+pgx.Identifier{s.schema}.Sanitize()+".${2}")
+	s.qualified.Store(sql, q)
+	return q
+}
+
+// schemaTx is a caller's transaction whose statements qualify prescient's
+// names with the store's schema.
+type schemaTx struct {
+	pgx.Tx
+	s *Store
+}
+
+func (t schemaTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return t.Tx.Exec(ctx, t.s.qualify(sql), args...)
+}
+
+func (t schemaTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return t.Tx.Query(ctx, t.s.qualify(sql), args...)
+}
+
+func (t schemaTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return t.Tx.QueryRow(ctx, t.s.qualify(sql), args...)
+}
+
+func (t schemaTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		q.SQL = t.s.qualify(q.SQL)
+	}
+	return t.Tx.SendBatch(ctx, b)
 }
 
 // GridSave records the slot grid in prescient_settings, replacing any grid
