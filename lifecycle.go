@@ -3,7 +3,7 @@ package prescient
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -27,10 +27,10 @@ func (c *Client) Start(ctx context.Context) error {
 			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())
 	}
 	if err := c.drv.GridSave(ctx, c.cfg.Grid); err != nil {
-		return fmt.Errorf("prescient: start: save grid: %w", err)
+		return startError{err} // the driver says "save grid"
 	}
 	if err := c.SyncCatalog(ctx); err != nil {
-		return fmt.Errorf("prescient: start: %w", err)
+		return startError{err}
 	}
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	hard, stopNow := context.WithCancel(context.WithoutCancel(ctx))
@@ -41,7 +41,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.Heartbeat(ctx); err != nil {
 		stopWork()
 		stopNow()
-		return fmt.Errorf("prescient: start: %w", err)
+		return startError{err}
 	}
 
 	if !c.cfg.SweepOnStartDisabled {
@@ -96,6 +96,17 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// startError is an error of Start: "prescient: start: " and the error,
+// without the "prescient: " it may begin with, so that each context appears
+// once.
+type startError struct{ err error }
+
+func (e startError) Error() string {
+	return "prescient: start: " + strings.TrimPrefix(e.err.Error(), "prescient: ")
+}
+
+func (e startError) Unwrap() error { return e.err }
 
 // isRunning reports whether the client is started.
 func (c *Client) isRunning() bool {

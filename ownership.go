@@ -53,7 +53,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	if c.cfg.AutoOwnership {
 		servers, err := c.drv.ServerList(ctx)
 		if err != nil {
-			return c.setHealth(fmt.Errorf("prescient: heartbeat: list servers: %w", err))
+			return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err)) // the driver says "list servers"
 		}
 		live := []string{c.cfg.Server}
 		for _, s := range servers {
@@ -78,7 +78,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
 	if err != nil {
-		return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err))
+		return c.setHealth(fmt.Errorf("prescient: %w", err)) // the driver says "heartbeat of server ..."
 	}
 	return c.setHealth(nil)
 }

@@ -100,7 +100,7 @@ func TestEmbeddedDefault(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "jobs.db")
 	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+db+"\n")}
-	wantContains(t, "migrate", h.mustRun("migrate"), "SQLite file "+db)
+	wantContains(t, "migrate", h.mustRun("migrate"), "database: sqlite file "+db+"\n", "migrated;")
 	if _, err := os.Stat(db); err != nil {
 		t.Fatalf("migrate did not create the SQLite file: %v", err)
 	}
@@ -221,7 +221,7 @@ func TestSlotsCommand(t *testing.T) {
 
 func TestJobCommands(t *testing.T) {
 	h, url, schema := dbHarness(t, "")
-	wantContains(t, "migrate", h.mustRun("migrate"), "migrated PostgreSQL at", "slot grid every 15m0s")
+	wantContains(t, "migrate", h.mustRun("migrate"), "database: postgres ", "schema "+schema+"\n", "migrated;", "slot grid every 15m0s")
 
 	out := h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T10:07:00Z")
 	wantContains(t, "schedule --at", out, "order/42 order_unshipped: next check in slot 2030-01-01T10:15:00Z (position 1, :15)")

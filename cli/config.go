@@ -23,6 +23,7 @@ import (
 	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // Environment variables that override the configuration file.
@@ -144,7 +145,36 @@ type DatabaseConfig struct {
 	Schema string `yaml:"schema"`
 	// MaxConns caps the connection pool. 0 means the driver's default.
 	MaxConns int32 `yaml:"max_conns"`
+	// BusyTimeout is how long an SQLite write waits for the database's write
+	// lock, which a group of checks holds while it runs, before it fails with
+	// "database is locked". Set in the file, it must exceed guards.runtime +
+	// group_duration (how long a group may hold the lock). Left out, it is
+	// the larger of BusyTimeoutDefault and guards.runtime + group_duration +
+	// busyTimeoutMargin, so that raising the runtime guard raises it too.
+	// PostgreSQL ignores it.
+	BusyTimeout Duration `yaml:"busy_timeout"`
+	// StartupTimeout is how long `prescient run` keeps retrying to reach the
+	// database (open, migrate, record the grid and register) at start-up,
+	// not ready meanwhile, before it gives up and exits 1. -1 retries
+	// forever.
+	StartupTimeout Duration `yaml:"startup_timeout"`
 }
+
+// Defaults of the database keys.
+const (
+	// BusyTimeoutDefault is the default database.busy_timeout:
+	// sqlite.BusyTimeoutDefault, twice the default runtime guard.
+	BusyTimeoutDefault = Duration(sqlite.BusyTimeoutDefault)
+	// StartupTimeoutDefault is the default database.startup_timeout.
+	StartupTimeoutDefault = Duration(5 * time.Minute)
+	// busyTimeoutMargin is what a derived database.busy_timeout leaves over
+	// the longest a group of checks holds the write lock: the group's
+	// decisions and commit still run after its last check.
+	busyTimeoutMargin = 15 * time.Second
+	// busyTimeoutMax is the longest database.busy_timeout: SQLite keeps it
+	// in milliseconds in a 32-bit integer.
+	busyTimeoutMax = Duration(24 * time.Hour)
+)
 
 // SlotsConfig is the `slots` section: the grid every check time is rounded to.
 type SlotsConfig struct {
@@ -222,7 +252,11 @@ type LogConfig struct {
 // constants of the prescient, slots and guards packages.
 func DefaultConfig() *Config {
 	return &Config{
-		Database: DatabaseConfig{Path: DatabasePathDefault},
+		Database: DatabaseConfig{
+			Path:           DatabasePathDefault,
+			BusyTimeout:    BusyTimeoutDefault,
+			StartupTimeout: StartupTimeoutDefault,
+		},
 		Slots: SlotsConfig{
 			Resolution: Duration(slots.ResolutionDefault),
 			Cycle:      Duration(slots.CycleDefault),
@@ -1051,6 +1085,9 @@ func (c *Config) Validate() error {
 		{"group_duration", c.GroupDuration, false, false, "positive (such as 1s)", 0, ""},
 		{"history.retention", c.History.Retention, false, true, "positive (such as 720h), or -1 to keep forever", 0, ""},
 		{"shutdown_grace", c.ShutdownGrace, false, false, "positive (such as 30s)", 0, ""},
+		{"database.busy_timeout", c.Database.BusyTimeout, false, false,
+			"positive (such as 60s), or left out to follow guards.runtime", 0, ""},
+		{"database.startup_timeout", c.Database.StartupTimeout, false, true, "positive (such as 5m), or -1 to retry forever", 0, ""},
 	}
 	for _, r := range durations {
 		switch {
@@ -1089,6 +1126,15 @@ func (c *Config) Validate() error {
 		bad("group_size", fmt.Errorf("%d exceeds PostgreSQL's %d checks per transaction: it caches %d subtransactions per "+
 			"transaction, and beyond that other sessions look each one up in pg_subtrans while the transaction lasts",
 			c.GroupSize, postgres.MaxGroupSize, postgres.MaxGroupSize))
+	}
+	if b := c.Database.BusyTimeout; b > busyTimeoutMax && !reported["database.busy_timeout"] {
+		bad("database.busy_timeout", fmt.Errorf("must be at most %s, got %s", time.Duration(busyTimeoutMax), b))
+	}
+	if hold := time.Duration(c.Guards.Runtime) + time.Duration(c.GroupDuration); c.Database.URL == "" && c.busyTimeoutSet() &&
+		time.Duration(c.Database.BusyTimeout) <= hold && !reported["database.busy_timeout"] && !reported["guards.runtime"] && !reported["group_duration"] {
+		bad("database.busy_timeout", fmt.Errorf("%s is not more than guards.runtime + group_duration, %s: a write waits this long for the "+
+			"write lock, which a group of checks holds up to that long, and would fail behind a slow check "+
+			"(write at least %s, or remove the key to have it follow guards.runtime)", c.Database.BusyTimeout, hold, hold+busyTimeoutMargin))
 	}
 	if c.Database.URL == "" {
 		// The embedded store serves the processes of one host.
@@ -1273,6 +1319,25 @@ func (c *Config) clientConfig() prescient.Config {
 		ShutdownGrace:        time.Duration(c.ShutdownGrace),
 	}
 	return pc.WithDefaults()
+}
+
+// busyTimeoutSet reports whether the file sets database.busy_timeout.
+func (c *Config) busyTimeoutSet() bool { return c.lines["database.busy_timeout"] > 0 }
+
+// busyTimeout is the SQLite busy timeout: database.busy_timeout when the
+// file sets it, else derived from guards.runtime (see DatabaseConfig).
+func (c *Config) busyTimeout() time.Duration {
+	if c.busyTimeoutSet() {
+		return time.Duration(c.Database.BusyTimeout)
+	}
+	return max(time.Duration(c.Database.BusyTimeout), time.Duration(c.Guards.Runtime)+time.Duration(c.GroupDuration)+busyTimeoutMargin)
+}
+
+// gridSet reports whether the file sets the slot grid (slots.resolution or
+// slots.offset): then the commands round on it, and refuse a database whose
+// servers recorded another; otherwise they use the recorded grid.
+func (c *Config) gridSet() bool {
+	return c.lines["slots.resolution"] > 0 || c.lines["slots.offset"] > 0
 }
 
 // Line returns the line of key path (e.g. "slots.resolution") in the file the

@@ -113,6 +113,8 @@ database:
   url: postgres://app@db:5432/app
   schema: jobs
   max_conns: 7
+  busy_timeout: 2m
+  startup_timeout: -1
 slots:
   resolution: 5m
   offset: 1m
@@ -169,13 +171,14 @@ log: {level: debug, format: json}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ClientConfig:\ngot  %+v\nwant %+v", got, want)
 	}
-	if cfg.Database != (DatabaseConfig{URL: "postgres://app@db:5432/app", Path: DatabasePathDefault, Schema: "jobs", MaxConns: 7}) {
+	if cfg.Database != (DatabaseConfig{URL: "postgres://app@db:5432/app", Path: DatabasePathDefault, Schema: "jobs", MaxConns: 7,
+		BusyTimeout: Duration(2 * time.Minute), StartupTimeout: -1}) {
 		t.Errorf("database: got %+v", cfg.Database)
 	}
 	if cfg.Log != (LogConfig{Level: "debug", Format: "json"}) {
 		t.Errorf("log: got %+v", cfg.Log)
 	}
-	if got, want := cfg.Line("slots.offset"), 9; got != want {
+	if got, want := cfg.Line("slots.offset"), 11; got != want {
 		t.Errorf("Line(slots.offset) = %d, want %d", got, want)
 	}
 }

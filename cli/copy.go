@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -115,17 +114,16 @@ type copyResult struct {
 // runCopy opens both stores, refusing a missing SQLite file or a target that
 // is the source, copies, and reports.
 func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error {
-	if cfg.Database.URL == "" {
-		// openStore would create an empty file and copy nothing.
-		if _, err := os.Stat(cfg.Database.Path); err != nil {
-			return fmt.Errorf("database.path: the SQLite file to copy from: %w (is --config the configuration your servers use?)", err)
+	if cfg.Database.URL != "" {
+		if same, err := samePostgres(cfg.Database.URL, cfg.Database.Schema, o.to, o.toSchema); err != nil {
+			return err
+		} else if same {
+			return fmt.Errorf("copy: the target is the source (%s): give --to (and --to-schema) another database", describeStore(cfg))
 		}
-	} else if same, err := samePostgres(cfg.Database.URL, cfg.Database.Schema, o.to, o.toSchema); err != nil {
-		return err
-	} else if same {
-		return fmt.Errorf("copy: the target is the source (%s): give --to (and --to-schema) another database", describeStore(cfg))
 	}
-	src, err := openStore(ctx, cfg)
+	// Copy only reads its source: a missing SQLite file is an error, where
+	// opening it would create an empty one and copy nothing.
+	src, err := openStore(ctx, cfg, true)
 	if err != nil {
 		return err
 	}
@@ -142,11 +140,8 @@ func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error
 	if err != nil {
 		return err
 	}
-	res.From = describeStore(cfg)
-	res.To = "PostgreSQL at " + redact(o.to)
-	if o.toSchema != "" {
-		res.To += ", schema " + o.toSchema
-	}
+	res.From = describeOpen(ctx, src, cfg)
+	res.To = describePostgres(o.to, o.toSchema)
 	if o.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

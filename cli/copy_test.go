@@ -233,7 +233,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+dbPath+"\n")}
 	out := h.mustRun("copy", "--to", url, "--to-schema", schema, "--page-size", "2")
 	wantContains(t, "copy", out,
-		"copied SQLite file "+dbPath+" to PostgreSQL at ",
+		"copied sqlite file "+dbPath+" to postgres ", " schema "+schema+":\n",
 		fmt.Sprintf("pending jobs     %d\n", len(srcJobs)),
 		fmt.Sprintf("history records  %d\n", len(srcRecs)),
 		"catalog entries  3\n",

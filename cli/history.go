@@ -83,8 +83,9 @@ guard_horizon, guard_past, failed), how many checks ran and when it finished.
 Filters combine; --outcome may be repeated or comma-separated. --since and
 --until take an RFC 3339 time or a duration before now (24h).
 
-The default output is a table for people; --json prints one JSON array of
-records for scripts.`,
+The default output is a table for people, after the database it read; --json
+prints one JSON array of records for scripts. history only reads: with SQLite,
+a database.path that names no file is an error, not a new empty database.`,
 		Example: `  prescient history --entity order --key 42
   prescient history --check order_unshipped --outcome failed,guard_horizon --since 24h
   prescient history --limit 1000 --json | jq '.[].key'`,
@@ -93,12 +94,15 @@ records for scripts.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, _, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{readOnly: true})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			return printHistory(cmd.Context(), cmd.OutOrStdout(), c, o.filter, o.json)
+			defer s.close()
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
+			return printHistory(cmd.Context(), cmd.OutOrStdout(), s.client, o.filter, o.json)
 		},
 	}
 	fl := cmd.Flags()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ type scheduleOpts struct {
 	at, in             string // the raw flags
 	payload            string
 	onConflict         string
+	requireKnown       bool
 
 	// Set by Validate.
 	when    time.Time     // from --at
@@ -77,29 +79,74 @@ that has passed moves to the next slot).
 
 If the job is already pending, --on-conflict says what happens: replace (the
 default) moves it to the new time, and replaces its payload when --payload is
-given; keep leaves it untouched.`,
+given; keep leaves it untouched.
+
+Times are rounded to the slot grid the servers recorded in the database, when
+the configuration does not set slots.resolution or slots.offset; a
+configuration that sets a different grid is refused, since the job would land
+in a slot no server fires.
+
+A CHECK that no server has registered (it is not in the check catalog that
+every starting server and migrate record) is scheduled with a warning naming
+the known checks: its job waits until a server that runs it starts.
+--require-known-check refuses it instead.`,
 		Example: `  prescient schedule order 42 order_unshipped --in 3h
   prescient schedule order 42 order_unshipped --at 2030-06-01T15:00:00Z --payload '{"amount": 42}'
-  prescient schedule order 42 order_unshipped --in 3h --on-conflict keep`,
+  prescient schedule order 42 order_unshipped --in 3h --on-conflict keep
+  prescient schedule order 42 order_unshipped --in 3h --require-known-check`,
 		Args: positionalArgs("ENTITY", "KEY", "CHECK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.check = args[0], args[1], args[2]
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, _, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{rounds: true})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			return schedule(cmd.Context(), cmd.OutOrStdout(), c, o)
+			defer s.close()
+			s.header(cmd.OutOrStdout())
+			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client.Store().Driver(), o.check, o.requireKnown); err != nil {
+				return err
+			}
+			return schedule(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.at, "at", "", "check at or after `TIME` (RFC 3339)")
 	cmd.Flags().StringVar(&o.in, "in", "", "check after `DURATION` from now (Go duration: 90s, 15m, 3h)")
 	cmd.Flags().StringVar(&o.payload, "payload", "", "`JSON` handed to the check")
 	cmd.Flags().StringVar(&o.onConflict, "on-conflict", string(prescient.ConflictReplace), "what to do when the job is already pending: replace or keep")
+	cmd.Flags().BoolVar(&o.requireKnown, "require-known-check", false, "refuse a CHECK that no server has registered (not in the check catalog), rather than warn")
 	return cmd
+}
+
+// knownCheck warns on errOut when no server has registered check: it is
+// not in the check catalog, which every starting server (and `prescient
+// migrate`) records, so its job would wait until a server that runs it
+// starts, which may be never (a misspelt name). With require it refuses
+// instead, as River refuses a job kind no worker handles.
+func knownCheck(ctx context.Context, errOut io.Writer, drv driver.Driver, check string, require bool) error {
+	entries, err := drv.CatalogList(ctx)
+	if err != nil {
+		return fmt.Errorf("read the check catalog: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Check == check {
+			return nil
+		}
+		names = append(names, e.Check)
+	}
+	known := "none yet"
+	if len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	what := fmt.Sprintf("no server has registered a check named %q (known checks: %s)", check, known)
+	if require {
+		return fmt.Errorf("%s: not scheduled (--require-known-check; check the name, or start a server that runs the check first)", what)
+	}
+	fmt.Fprintf(errOut, "warning: %s: the job waits until a server that runs it starts (check the name; --require-known-check refuses instead)\n", what)
+	return nil
 }
 
 func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *scheduleOpts) error {
@@ -148,12 +195,13 @@ how many it cancelled. Cancelling what is not pending is not an error.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, _, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			n, err := c.Cancel(cmd.Context(), o.entity, o.key, o.check)
+			defer s.close()
+			s.header(cmd.OutOrStdout())
+			n, err := s.client.Cancel(cmd.Context(), o.entity, o.key, o.check)
 			if err != nil {
 				return err
 			}
@@ -185,15 +233,16 @@ events comes from the check catalog, recorded by every server at start-up
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, _, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			if err := addMissingCatalog(cmd.Context(), c.Store().Driver(), e.opts.Checks); err != nil {
+			defer s.close()
+			s.header(cmd.OutOrStdout())
+			if err := addMissingCatalog(cmd.Context(), s.client.Store().Driver(), e.opts.Checks); err != nil {
 				return err
 			}
-			n, err := c.Resolve(cmd.Context(), o.entity, o.key, o.event)
+			n, err := s.client.Resolve(cmd.Context(), o.entity, o.key, o.event)
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,8 @@ events they await, so that prescient_resolve (and resolve from any client)
 knows which checks an event settles before any server has started.
 
 Run it again after changing slots.resolution or slots.offset, or deploying
-checks that await new events. (A starting server records both too.)`,
+checks that await new events. (A starting server records both too.) A
+configuration that sets neither keeps the grid already recorded.`,
 		Example: `  PRESCIENT_DATABASE_URL=postgres://app@localhost:5432/app prescient migrate
   prescient migrate --config /etc/prescient.yaml`,
 		Args: cobra.NoArgs,
@@ -42,7 +43,7 @@ checks that await new events. (A starting server records both too.)`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(cmd.Context(), cfg)
+			st, err := openStore(cmd.Context(), cfg, false)
 			if err != nil {
 				return err
 			}
@@ -52,25 +53,36 @@ checks that await new events. (A starting server records both too.)`,
 	}
 }
 
-// migrate runs the store's migrations and saves the grid and the catalog
-// of the options' checks.
+// migrate runs the store's migrations and saves the grid and the catalog of
+// the options' checks. A configuration that does not set the grid keeps the
+// one recorded in the database (see useRecordedGrid): only a configuration
+// that sets it changes it.
 func (e *env) migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config) error {
+	fmt.Fprintf(out, "database: %s\n", describeOpen(ctx, st, cfg))
+	// The store's errors say "migrate", "save grid" and "save catalog".
 	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err
+	}
+	recorded, err := useRecordedGrid(ctx, st.Driver(), cfg, false)
+	if err != nil {
+		return err
 	}
 	grid := cfg.clientConfig().Grid
 	if err := st.Driver().GridSave(ctx, grid); err != nil {
-		return fmt.Errorf("migrate: save slot grid: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	pc := e.clientConfig(cfg, e.logger(cfg))
 	client, err := prescient.NewClient(st, &pc)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return contextError{"migrate", err}
 	}
 	if err := client.SyncCatalog(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return contextError{"migrate", err}
 	}
-	entries := e.opts.Checks.All()
-	fmt.Fprintf(out, "migrated %s; slot grid %s and %d check(s) recorded\n", describeStore(cfg), grid, len(entries))
+	kept := ""
+	if recorded {
+		kept = " (kept from the database: the configuration does not set slots.resolution or slots.offset)"
+	}
+	fmt.Fprintf(out, "migrated; slot grid %s%s and %d check(s) recorded\n", grid, kept, len(e.opts.Checks.All()))
 	return nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
-	"github.com/prescient-dev/prescient/postgres"
-	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // Opts configure the command tree NewRootCommand builds.
@@ -159,47 +156,6 @@ func (e *env) logger(cfg *Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.opts.Err, ho))
 }
 
-// openStore opens the store the configuration names; it is the one place
-// that decides which store backs the command line. With database.url (or
-// PRESCIENT_DATABASE_URL) set it is PostgreSQL, migrated by `prescient
-// migrate` (or `run --migrate`) as a deploy step. Otherwise it is the
-// embedded SQLite file at database.path, which belongs to prescient alone
-// and is migrated here, so that a first run needs no set-up.
-func openStore(ctx context.Context, cfg *Config) (prescient.Store, error) {
-	if cfg.Database.URL == "" {
-		// A write waits for the database's write lock, which a running
-		// check holds (SQLite runs checks one batch at a time): let it wait
-		// longer than a check may run.
-		busy := max(sqlite.BusyTimeoutDefault, time.Duration(cfg.Guards.Runtime)+5*time.Second)
-		st, err := sqlite.Open(ctx, cfg.Database.Path, &sqlite.Opts{BusyTimeout: busy})
-		if err != nil {
-			return nil, fmt.Errorf("database.path: %w", err)
-		}
-		if err := st.Migrate(ctx); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
-		}
-		return st, nil
-	}
-	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
-	if err != nil {
-		return nil, fmt.Errorf("database.url: %w", err)
-	}
-	return st, nil
-}
-
-// describeStore says which store the configuration names, for people.
-func describeStore(cfg *Config) string {
-	if cfg.Database.URL == "" {
-		return "SQLite file " + cfg.Database.Path
-	}
-	s := "PostgreSQL at " + redact(cfg.Database.URL)
-	if cfg.Database.Schema != "" {
-		s += ", schema " + cfg.Database.Schema
-	}
-	return s
-}
-
 // clientConfig is the engine configuration of cfg, with the options' checks
 // and clock.
 func (e *env) clientConfig(cfg *Config, log *slog.Logger) prescient.Config {
@@ -208,22 +164,16 @@ func (e *env) clientConfig(cfg *Config, log *slog.Logger) prescient.Config {
 	return pc
 }
 
-// client loads the configuration, opens the store and builds a client that
-// is not started. The caller must call the returned close function.
-func (e *env) client(ctx context.Context) (*prescient.Client, *Config, func(), error) {
-	cfg, err := e.config()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	pc := e.clientConfig(cfg, e.logger(cfg))
-	c, err := prescient.NewClient(st, &pc)
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	return c, cfg, st.Close, nil
+// contextError is err in a command's context: "migrate: " and the error,
+// without the "prescient: " an engine error begins with, so that each
+// context appears once.
+type contextError struct {
+	context string
+	err     error
 }
+
+func (e contextError) Error() string {
+	return e.context + ": " + strings.TrimPrefix(e.err.Error(), "prescient: ")
+}
+
+func (e contextError) Unwrap() error { return e.err }

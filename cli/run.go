@@ -2,10 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/spf13/cobra"
 
@@ -43,6 +49,16 @@ unreachable" while the database is away, with the error in the log: the
 server keeps running, retries, and catches up the slots it missed once the
 database is back).
 
+A database that cannot be reached at start-up is tried again, backing off
+from 250ms to 15s between attempts and logging each failure, not ready
+meanwhile (503 on /readyz), for up to database.startup_timeout (5m; -1 tries
+forever); then run exits 1, saying why.
+
+Without slots.resolution and slots.offset in the configuration, the server
+uses the slot grid recorded in the database by the servers before it, if
+any; a configuration that sets them records its grid (changing it, with a
+warning, when it differs).
+
 The stock binary knows only the example check order_unshipped; build your own
 binary with cli.NewRootCommand to run your own Go checks. Jobs of checks a
 server does not know stay pending, and are reported.`,
@@ -73,6 +89,17 @@ server does not know stay pending, and are reported.`,
 	return cmd
 }
 
+// Start-up retries (see startServer).
+const (
+	// startupRetryFirst is the wait after the first failed attempt; it
+	// doubles after each failure, up to startupRetryMax.
+	startupRetryFirst = 250 * time.Millisecond
+	startupRetryMax   = 15 * time.Second
+	// startupConnectMax bounds one attempt to connect, so that a database
+	// host that does not answer at all is tried again.
+	startupConnectMax = 30 * time.Second
+)
+
 // run serves until ctx ends, then stops the client and returns nil.
 func (e *env) run(ctx context.Context, o *runOpts) error {
 	cfg, err := e.config()
@@ -80,38 +107,25 @@ func (e *env) run(ctx context.Context, o *runOpts) error {
 		return err
 	}
 	log := e.logger(cfg)
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if o.migrate {
-		if err := st.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		log.Info("migrated", "store", describeStore(cfg))
-	}
-	pc := e.clientConfig(cfg, log)
-	client, err := prescient.NewClient(st, &pc)
-	if err != nil {
-		return err
-	}
+	ready := &startupReadier{}
 	if cfg.HTTP.Listen != "" {
-		stopHTTP, err := serveHealth(cfg.HTTP.Listen, client, log)
+		stopHTTP, err := serveHealth(cfg.HTTP.Listen, ready, log)
 		if err != nil {
 			return err
 		}
 		defer stopHTTP()
 	}
-	pc = client.Config()
-	if err := client.Start(ctx); err != nil {
-		return err
+	client, closeStore, err := e.startServer(ctx, cfg, o, log, ready)
+	if err != nil || client == nil {
+		return err // nil: stopped before it started
 	}
+	defer closeStore()
+	pc := client.Config()
 	names := make([]string, 0)
 	for _, c := range pc.Checks.All() {
 		names = append(names, c.Name)
 	}
-	log.Info("serving", "server", pc.Server, "store", describeStore(cfg), "checks", names, "grid", pc.Grid.String())
+	log.Info("serving", "server", pc.Server, "database", describeStore(cfg), "checks", names, "grid", pc.Grid.String())
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", pc.ShutdownGrace)
@@ -120,4 +134,143 @@ func (e *env) run(ctx context.Context, o *runOpts) error {
 		return err
 	}
 	return nil
+}
+
+// startServer opens the store, migrates it with --migrate, and starts a
+// client (which records the grid and the catalog and registers). What fails
+// for want of the database is tried again, backing off from
+// startupRetryFirst to startupRetryMax, until database.startup_timeout has
+// passed (-1: forever); ready reports not ready meanwhile. A configuration
+// the database shows to be wrong (a grid that does not fit, say) fails at
+// once. It returns a nil client when ctx ends first.
+func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slog.Logger, ready *startupReadier) (*prescient.Client, func(), error) {
+	limit := time.Duration(cfg.Database.StartupTimeout)
+	began := time.Now()
+	wait := startupRetryFirst
+	for attempt := 1; ; attempt++ {
+		client, closeStore, err := e.startOnce(ctx, cfg, o, log)
+		if err == nil {
+			ready.started(client)
+			if attempt > 1 {
+				log.Info("database reached: started", "attempts", attempt)
+			}
+			return client, closeStore, nil
+		}
+		if ctx.Err() != nil {
+			log.Info("stopped while starting", "error", err)
+			return nil, nil, nil
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return nil, nil, perm.err
+		}
+		ready.failed(err)
+		waited := time.Since(began)
+		if limit >= 0 && waited >= limit {
+			return nil, nil, fmt.Errorf("gave up starting after %s and %d attempt(s) (database.startup_timeout is %s; -1 retries forever): %w",
+				waited.Round(time.Millisecond), attempt, limit, err)
+		}
+		next, left := wait, "never (database.startup_timeout: -1)"
+		if limit >= 0 {
+			next = min(next, (limit - waited).Round(time.Millisecond))
+			left = (limit - waited).Round(time.Millisecond).String()
+		}
+		log.Warn("cannot start: database unavailable; not ready, retrying",
+			"error", err, "attempt", attempt, "retry_in", next, "gives_up_in", left)
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			log.Info("stopped while starting")
+			return nil, nil, nil
+		case <-t.C:
+		}
+		wait = min(2*wait, startupRetryMax)
+	}
+}
+
+// permanentError is a start-up error that trying again cannot cure.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// startOnce is one attempt of startServer, on a copy of cfg (the grid it
+// settles with the database's may differ from one attempt to the next).
+func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog.Logger) (*prescient.Client, func(), error) {
+	cfg := *base
+	if cfg.Database.URL != "" {
+		if _, err := pgconn.ParseConfig(cfg.Database.URL); err != nil {
+			return nil, nil, permanentError{fmt.Errorf("database.url: %w", err)}
+		}
+	}
+	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
+	st, err := openStore(openCtx, &cfg, false)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.migrate {
+		if err := st.Migrate(ctx); err != nil { // the store's errors say "migrate"
+			st.Close()
+			return nil, nil, err
+		}
+		log.Info("migrated", "database", describeStore(&cfg))
+	}
+	recorded, err := useRecordedGrid(ctx, st.Driver(), &cfg, false)
+	if err != nil {
+		st.Close()
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return nil, nil, permanentError{err}
+		}
+		return nil, nil, err
+	}
+	if recorded {
+		log.Info("using the slot grid recorded in the database: the configuration does not set slots.resolution or slots.offset",
+			"grid", gridText(cfg.clientConfig().Grid))
+	}
+	client, err := e.buildClient(st, &cfg, recorded, log)
+	if err != nil {
+		st.Close()
+		return nil, nil, permanentError{err}
+	}
+	if err := client.Start(ctx); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return client, st.Close, nil
+}
+
+// startupReadier is what the health endpoints ask while `run` starts: not
+// ready until the client has started, then the client.
+type startupReadier struct {
+	mu     sync.Mutex
+	client *prescient.Client
+	err    error
+}
+
+// Ready reports the started client's readiness, or why it has not started.
+func (r *startupReadier) Ready() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.client != nil:
+		return r.client.Ready()
+	case r.err != nil:
+		return fmt.Errorf("starting: %w", r.err)
+	}
+	return errors.New("starting")
+}
+
+func (r *startupReadier) started(c *prescient.Client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.client, r.err = c, nil
+}
+
+func (r *startupReadier) failed(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
 }

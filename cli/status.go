@@ -44,7 +44,10 @@ upcoming slots (jobs per slot, before they fire); overdue jobs (due in a slot
 that has passed without being processed) and the oldest of them; pending jobs
 per check; the latest slots fired, with their lag (how long after the slot
 boundary firing started) and counts; history outcomes over the last 24 hours;
-and the registered servers. --json prints the same for scripts.`,
+and the registered servers. --json prints the same for scripts.
+
+The output starts with the database it read. status only reads: with SQLite,
+a database.path that names no file is an error, not a new empty database.`,
 		Example: `  prescient status
   prescient status --upcoming 20 --json`,
 		Args: cobra.NoArgs,
@@ -52,12 +55,15 @@ and the registered servers. --json prints the same for scripts.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, _, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			return printStatus(cmd.Context(), cmd.OutOrStdout(), c, o)
+			defer s.close()
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
+			return printStatus(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")

@@ -45,16 +45,17 @@ from the configuration.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			c, cfg, closeFn, err := e.client(cmd.Context())
+			s, err := e.open(cmd.Context(), access{rounds: true})
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			mode := prescient.SweepMode(cfg.Sweep.Mode)
+			defer s.close()
+			s.header(cmd.OutOrStdout())
+			mode := prescient.SweepMode(s.cfg.Sweep.Mode)
 			if o.mode != "" {
 				mode = prescient.SweepMode(o.mode)
 			}
-			return sweep(cmd.Context(), cmd.OutOrStdout(), c, mode)
+			return sweep(cmd.Context(), cmd.OutOrStdout(), s.client, mode)
 		},
 	}
 	cmd.Flags().StringVar(&o.mode, "mode", "", "run (check overdue jobs now) or reslot (move them to the next slot); default sweep.mode")

@@ -9,29 +9,41 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	// The driver registers itself as "sqlite".
 	_ "modernc.org/sqlite"
 
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/slots"
 )
 
 // BusyTimeoutDefault is how long a write waits for the database's write lock
-// when Opts.BusyTimeout is 0.
-const BusyTimeoutDefault = 10 * time.Second
+// when Opts.BusyTimeout is 0: twice guards.RuntimeDefault, so that a write
+// outlasts a check that runs as long as the default runtime guard lets it
+// (the check holds the lock meanwhile), with room for the rest of its group.
+const BusyTimeoutDefault = 2 * guards.RuntimeDefault
 
 // Opts are the store's optional settings. A nil *Opts means the zero Opts.
 type Opts struct {
 	// BusyTimeout is how long a statement or transaction waits for the write
 	// lock held by another connection or process before it fails with
 	// "database is locked". 0 means BusyTimeoutDefault; it is rounded down to
-	// milliseconds and must not be negative. JobsProcess is the exception: it
-	// waits for the other writes of this Store for as long as its context
-	// lasts. Keep it above guards.runtime, which bounds how long a check holds
-	// the lock (see the package documentation).
+	// milliseconds and must not be negative. Keep it above guards.runtime
+	// plus the engine's GroupDuration, which bound how long a group of checks
+	// holds the lock (see the package documentation).
+	//
+	// A processing transaction (Begin) is the exception: it waits for the
+	// other writes of this Store for as long as its context lasts. Those
+	// writes go first: a heartbeat, the record of a group about to run or an
+	// application's Schedule waits for the group that holds the lock now,
+	// never for the groups queued behind it, so that on a slot of many slow
+	// checks it does not time out (and the server does not report itself
+	// not ready).
 	BusyTimeout time.Duration
 }
 
@@ -46,8 +58,12 @@ type Store struct {
 	// that they queue in Go rather than poll SQLite's busy handler against
 	// each other; other processes still meet SQLite's lock. A buffered
 	// channel, so that waiting can give up with the context or the busy
-	// timeout (JobsProcess waits for as long as its context lasts).
+	// timeout (a processing transaction waits for as long as its context
+	// lasts).
 	wlock chan struct{}
+	// writers counts the writes other than processing transactions that are
+	// waiting for wlock: processing transactions let them go first.
+	writers atomic.Int32
 }
 
 var _ driver.Driver = (*Store)(nil)
@@ -134,25 +150,43 @@ func (s *Store) Close() { s.db.Close() }
 
 // lockWrite takes the in-process write lock, waiting at most limit (the busy
 // timeout: SQLite's own wait would give up then too), or as long as ctx
-// lasts when limit is 0, and returns its release.
+// lasts when limit is 0 (a processing transaction), and returns its release.
+// A processing transaction lets the other writes waiting for the lock go
+// first (see Opts.BusyTimeout).
 func (s *Store) lockWrite(ctx context.Context, limit time.Duration) (func(), error) {
+	release := func() { <-s.wlock }
+	if limit == 0 {
+		for {
+			select {
+			case s.wlock <- struct{}{}:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if s.writers.Load() == 0 {
+				return release, nil
+			}
+			// Hand the lock on: to the next in line, which is a write or a
+			// processing transaction that hands it on in turn, until a write
+			// has it. Then queue again.
+			release()
+			runtime.Gosched()
+		}
+	}
 	select {
 	case s.wlock <- struct{}{}:
-		return func() { <-s.wlock }, nil
+		return release, nil
 	default:
 	}
-	var expired <-chan time.Time
-	if limit > 0 {
-		t := time.NewTimer(limit)
-		defer t.Stop()
-		expired = t.C
-	}
+	s.writers.Add(1)
+	defer s.writers.Add(-1)
+	t := time.NewTimer(limit)
+	defer t.Stop()
 	select {
 	case s.wlock <- struct{}{}:
-		return func() { <-s.wlock }, nil
+		return release, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-expired:
+	case <-t.C:
 		return nil, fmt.Errorf("sqlite: database is locked: waited %s for another write of this process", limit)
 	}
 }

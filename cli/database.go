@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
+)
+
+// access says how a command uses the database.
+type access struct {
+	// readOnly: the command only reads. A missing SQLite file is an error:
+	// opening it would create an empty database, and the command would
+	// report nothing, silently, from the wrong directory.
+	readOnly bool
+	// rounds: the command rounds times to the slot grid, or fires slots. A
+	// grid set in the configuration that differs from the one the servers
+	// recorded in the database is refused: the command would round times to
+	// other slots than the servers fire.
+	rounds bool
+}
+
+// session is what a command that uses the database works with: a client
+// that is not started, over the store the configuration names.
+type session struct {
+	client *prescient.Client
+	cfg    *Config
+	// database names the store for people, without any password:
+	// "sqlite file /abs/prescient.db" or "postgres db:5432/app schema public".
+	database string
+	close    func()
+}
+
+// header writes the line that starts a command's output for people, saying
+// which database it used.
+func (s *session) header(out io.Writer) {
+	fmt.Fprintf(out, "database: %s\n", s.database)
+}
+
+// open loads the configuration, opens the store, settles the slot grid
+// (useRecordedGrid) and builds a client that is not started. The caller must
+// call the session's close.
+func (e *env) open(ctx context.Context, a access) (*session, error) {
+	cfg, err := e.config()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, cfg, a.readOnly)
+	if err != nil {
+		return nil, err
+	}
+	recorded, err := useRecordedGrid(ctx, st.Driver(), cfg, a.rounds)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	c, err := e.buildClient(st, cfg, recorded, e.logger(cfg))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &session{client: c, cfg: cfg, database: describeOpen(ctx, st, cfg), close: st.Close}, nil
+}
+
+// buildClient builds a client that is not started over st. recorded says
+// cfg holds the grid recorded in the database (see useRecordedGrid), which
+// an error then names.
+func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *slog.Logger) (*prescient.Client, error) {
+	pc := e.clientConfig(cfg, log)
+	c, err := prescient.NewClient(st, &pc)
+	if err != nil && recorded {
+		return nil, fmt.Errorf("the slot grid the servers recorded in the database, %s, does not fit this configuration "+
+			"(set slots.resolution and slots.offset as the servers do): %w", gridText(pc.Grid), err)
+	}
+	return c, err
+}
+
+// openStore opens the store the configuration names; it is the one place
+// that decides which store backs the command line. With database.url (or
+// PRESCIENT_DATABASE_URL) set it is PostgreSQL, migrated by `prescient
+// migrate` (or `run --migrate`) as a deploy step. Otherwise it is the
+// embedded SQLite file at database.path, which belongs to prescient alone
+// and is migrated here, so that a first run needs no set-up; a command that
+// only reads (readOnly) refuses a file that does not exist instead.
+func openStore(ctx context.Context, cfg *Config, readOnly bool) (prescient.Store, error) {
+	if cfg.Database.URL == "" {
+		if _, err := os.Stat(cfg.Database.Path); readOnly && errors.Is(err, fs.ErrNotExist) {
+			return nil, missingFile(cfg)
+		}
+		// A write waits for the database's write lock, which a running
+		// group of checks holds (SQLite runs checks one group at a time).
+		st, err := sqlite.Open(ctx, cfg.Database.Path, &sqlite.Opts{BusyTimeout: cfg.busyTimeout()})
+		if err != nil {
+			return nil, fmt.Errorf("database.path: %w", err)
+		}
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
+		}
+		return st, nil
+	}
+	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
+	if err != nil {
+		return nil, fmt.Errorf("database.url: %w", err)
+	}
+	return st, nil
+}
+
+// missingFile is the error of a command that only reads, run where
+// database.path names no file.
+func missingFile(cfg *Config) error {
+	where := "set in " + cfg.file
+	if cfg.Line("database.path") == 0 {
+		where = "the default, in the working directory"
+		if cfg.file == "" {
+			where += "; no --config given"
+		}
+	}
+	return &ConfigError{File: cfg.file, Line: cfg.Line("database.path"), Key: "database.path", Err: fmt.Errorf(
+		"no SQLite file at %s (%s): this command only reads, and does not create an empty database "+
+			"(run it in the directory your servers run in, pass --config with the configuration they use, "+
+			"or set database.path to their file; for PostgreSQL set database.url or %s)",
+		absPath(cfg.Database.Path), where, EnvDatabaseURL)}
+}
+
+// absPath returns path made absolute, or path when that fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// describeStore names the store the configuration names, for people and
+// logs, without any password: "sqlite file /abs/prescient.db", "postgres
+// db:5432/app schema jobs".
+func describeStore(cfg *Config) string {
+	if cfg.Database.URL == "" {
+		return "sqlite file " + absPath(cfg.Database.Path)
+	}
+	return describePostgres(cfg.Database.URL, cfg.Database.Schema)
+}
+
+// describePostgres names a PostgreSQL database by host, port and name, and
+// the schema; an empty schema is the search_path's.
+func describePostgres(url, schema string) string {
+	pc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return "postgres (database.url does not parse)"
+	}
+	s := fmt.Sprintf("postgres %s:%d/%s", pc.Host, pc.Port, pc.Database)
+	if schema == "" {
+		return s + " (schema: the first of the search_path)"
+	}
+	return s + " schema " + schema
+}
+
+// describeOpen is describeStore for an open store: the schema of a
+// PostgreSQL store without database.schema is asked of the database.
+func describeOpen(ctx context.Context, st prescient.Store, cfg *Config) string {
+	if pg, ok := st.(*postgres.Store); ok && cfg.Database.Schema == "" {
+		var schema *string
+		if err := pg.Pool().QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err == nil && schema != nil {
+			return describePostgres(cfg.Database.URL, *schema)
+		}
+	}
+	return describeStore(cfg)
+}
+
+// useRecordedGrid settles the slot grid of cfg with the one the servers
+// recorded in the database (every starting server and `prescient migrate`
+// record theirs). It reports whether cfg now holds the recorded grid.
+//
+//   - No grid recorded (a new database), or the same as cfg's: cfg's stands.
+//   - cfg does not set slots.resolution nor slots.offset: the recorded grid
+//     replaces the default, so that a command run without the servers'
+//     configuration rounds as they do. The cycle stays if it fits the
+//     recorded resolution; otherwise it is an error when set in the file,
+//     and a single position when not.
+//   - cfg sets them and they differ: with refuse (a command that rounds
+//     times or fires slots), an error stating both grids; otherwise cfg's
+//     stands (migrate and run record it: that is how the grid changes).
+func useRecordedGrid(ctx context.Context, drv driver.Driver, cfg *Config, refuse bool) (bool, error) {
+	rec, err := drv.GridGet(ctx)
+	switch {
+	case errors.Is(err, driver.ErrNotFound), errors.Is(err, driver.ErrNotMigrated):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the slot grid the servers recorded: %w", err)
+	}
+	own := slots.Grid{Resolution: time.Duration(cfg.Slots.Resolution), Offset: time.Duration(cfg.Slots.Offset)}
+	if rec.Resolution == own.Resolution && rec.Offset == own.Offset {
+		return false, nil
+	}
+	if cfg.gridSet() {
+		if !refuse {
+			return false, nil
+		}
+		key, other := "slots.resolution", "slots.offset"
+		if rec.Resolution == own.Resolution {
+			key, other = other, key
+		}
+		line := cfg.Line(key)
+		if line == 0 {
+			line = cfg.Line(other)
+		}
+		return false, &ConfigError{File: cfg.file, Line: line, Key: key, Err: fmt.Errorf(
+			"the configuration's grid, %s, differs from the grid the servers recorded in the database, %s: "+
+				"this command would round times to other slots than the servers fire (set slots.resolution: %s "+
+				"and slots.offset: %s as the servers do, or remove both keys to use the recorded grid; to change the grid, "+
+				"run `prescient migrate` with the new one and restart the servers)",
+			gridText(own), gridText(rec), rec.Resolution, rec.Offset)}
+	}
+	g := slots.Grid{Resolution: rec.Resolution, Offset: rec.Offset, Cycle: time.Duration(cfg.Slots.Cycle)}
+	if g.Validate() != nil {
+		if cfg.Line("slots.cycle") > 0 {
+			return false, &ConfigError{File: cfg.file, Line: cfg.Line("slots.cycle"), Key: "slots.cycle", Err: fmt.Errorf(
+				"%s is not a multiple of the slot resolution the servers recorded in the database, %s "+
+					"(set the cycle the servers use, and slots.resolution: %s as they do)", cfg.Slots.Cycle, rec.Resolution, rec.Resolution)}
+		}
+		g.Cycle = 0
+	}
+	cfg.Slots = SlotsConfig{Resolution: Duration(g.Resolution), Offset: Duration(g.Offset), Cycle: Duration(g.Cycle)}
+	return true, nil
+}
+
+// gridText names a grid's slots without its cycle: "every 15m0s", "every
+// 1h0m0s offset 5m0s".
+func gridText(g slots.Grid) string {
+	s := "every " + g.Resolution.String()
+	if g.Offset != 0 {
+		s += " offset " + g.Offset.String()
+	}
+	return s
+}

@@ -1,0 +1,382 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/sqlite"
+)
+
+// sqliteHarness runs commands on the SQLite file path, with a configuration
+// file holding database.path and then extra.
+func sqliteHarness(t *testing.T, path, extra string) *harness {
+	return &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+path+"\n"+extra)}
+}
+
+// TestCommandsUseTheGridTheServersRecorded: against a database whose servers
+// recorded a 5-second grid, a command whose configuration does not set the
+// grid rounds on the servers' grid, not on the default 15 minutes; one whose
+// configuration sets another grid is refused, with a message stating both,
+// by every command that rounds times (schedule, sweep, status).
+func TestCommandsUseTheGridTheServersRecorded(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "prescient.db")
+	servers := sqliteHarness(t, db, "slots:\n  resolution: 5s\n  cycle: 0s\n")
+	wantContains(t, "servers' migrate", servers.mustRun("migrate"), "slot grid every 5s")
+
+	plain := sqliteHarness(t, db, "")
+	out := plain.mustRun("schedule", "order", "1", "order_unshipped", "--at", "2030-01-01T10:00:01Z")
+	wantContains(t, "schedule without slots", out, "next check in slot 2030-01-01T10:00:05Z")
+	wantContains(t, "status without slots", plain.mustRun("status"), "(grid every 5s")
+	wantContains(t, "migrate without slots", plain.mustRun("migrate"), "slot grid every 5s", "kept from the database")
+
+	explicit := sqliteHarness(t, db, "slots:\n  resolution: 15m\n")
+	for _, args := range [][]string{
+		{"schedule", "order", "2", "order_unshipped", "--at", "2030-01-01T10:00:01Z"},
+		{"sweep", "--mode", "reslot"},
+		{"status"},
+	} {
+		_, err := explicit.run(args...)
+		if err == nil {
+			t.Errorf("prescient %s with slots.resolution: 15m against a 5s grid: no error", strings.Join(args, " "))
+			continue
+		}
+		wantContains(t, "prescient "+args[0]+" refused", err.Error(),
+			explicit.config+":4: slots.resolution: ", "every 15m0s", "every 5s", "slots.resolution: 5s")
+	}
+	// Commands that do not round times work whatever the grid.
+	wantContains(t, "cancel", explicit.mustRun("cancel", "order", "1"), "cancelled 1 job(s)")
+	wantContains(t, "history", explicit.mustRun("history"), "cancelled")
+	// The servers' own configuration, and a new database, round on the
+	// configured grid.
+	wantContains(t, "schedule with the servers' grid", servers.mustRun("schedule", "order", "3", "order_unshipped", "--at", "2030-01-01T10:00:06Z"),
+		"slot 2030-01-01T10:00:10Z")
+	fresh := sqliteHarness(t, filepath.Join(t.TempDir(), "fresh.db"), "slots:\n  resolution: 15m\n")
+	wantContains(t, "schedule on a new database", fresh.mustRun("schedule", "order", "4", "order_unshipped", "--at", "2030-01-01T10:00:01Z"),
+		"slot 2030-01-01T10:15:00Z")
+
+	// A server without slots in its configuration fires the recorded grid,
+	// rather than record the default over it.
+	srv := startRun(t, sqliteHarness(t, db, "sweep:\n  on_start: false\n"))
+	waitFor(t, 20*time.Second, "run serving", srv, func() bool { return strings.Contains(srv.stderr.String(), "msg=serving") })
+	wantContains(t, "run without slots", srv.stderr.String(), "using the slot grid recorded in the database", `grid="every 5s,`)
+}
+
+// TestReadOnlyCommandsRefuseAMissingFile: status and history, run where
+// there is no SQLite file, say which file they looked for and how to name
+// the right one, and do not create an empty database.
+func TestReadOnlyCommandsRefuseAMissingFile(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "elsewhere", "prescient.db")
+	h := sqliteHarness(t, missing, "")
+	for _, cmd := range []string{"status", "history"} {
+		_, err := h.run(cmd)
+		if err == nil {
+			t.Fatalf("%s without a SQLite file: no error", cmd)
+		}
+		wantContains(t, cmd, err.Error(), h.config+":2: database.path: no SQLite file at "+missing, "--config", "PRESCIENT_DATABASE_URL")
+		if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s created %s (stat: %v)", cmd, missing, err)
+		}
+	}
+
+	// Without --config, the default file in the working directory.
+	abs, err := filepath.Abs(DatabasePathDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err == nil {
+		t.Skipf("%s exists", abs)
+	}
+	t.Cleanup(func() {
+		for _, f := range []string{abs, abs + "-wal", abs + "-shm"} {
+			os.Remove(f)
+		}
+	})
+	none := &harness{t: t, env: map[string]string{}}
+	_, err = none.run("status")
+	if err == nil {
+		t.Fatal("status without --config or a file: no error")
+	}
+	wantContains(t, "status without --config", err.Error(), "database.path: no SQLite file at "+abs, "no --config given")
+	if _, err := os.Stat(abs); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("status created %s", abs)
+	}
+}
+
+// TestOutputNamesTheDatabase: the output of every command that uses the
+// database starts with the database it used, and never shows a password.
+func TestOutputNamesTheDatabase(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "named.db")
+	h := sqliteHarness(t, db, "")
+	commands := [][]string{
+		{"migrate"},
+		{"schedule", "order", "1", "order_unshipped", "--in", "1h"},
+		{"status"},
+		{"sweep"},
+		{"resolve", "order", "1", "shipped"},
+		{"cancel", "order", "1"},
+		{"history"},
+	}
+	for _, args := range commands {
+		out := h.mustRun(args...)
+		if want := "database: sqlite file " + db + "\n"; !strings.HasPrefix(out, want) {
+			t.Errorf("prescient %s: output does not start with %q:\n%s", strings.Join(args, " "), want, out)
+		}
+	}
+	for _, args := range [][]string{{"status", "--json"}, {"history", "--json"}} {
+		if out := h.mustRun(args...); strings.Contains(out, "database:") {
+			t.Errorf("prescient %s: JSON output holds the database line:\n%s", strings.Join(args, " "), out)
+		}
+	}
+
+	// PostgreSQL: host, port, database and schema, and no password (the
+	// test server trusts every connection, so any password will do).
+	url, schema := pgtest.SchemaName(t)
+	withPassword := strings.Replace(url, "://root@", "://root:hunter2@", 1)
+	if withPassword == url {
+		t.Skipf("cannot add a password to %s", url)
+	}
+	pg := &harness{t: t, env: map[string]string{EnvDatabaseURL: withPassword}, config: writeConfig(t, "database:\n  schema: "+schema+"\n")}
+	for _, args := range commands {
+		out := pg.mustRun(args...)
+		if !strings.HasPrefix(out, "database: postgres ") || !strings.Contains(out, " schema "+schema+"\n") || strings.Contains(out, "hunter2") {
+			t.Errorf("prescient %s on PostgreSQL: output does not start with its host, port, database and schema, without the password:\n%s",
+				strings.Join(args, " "), out)
+		}
+	}
+}
+
+// TestScheduleOfAnUnknownCheck: scheduling a check no server has registered
+// warns, naming the checks the servers know; --require-known-check refuses
+// it and schedules nothing.
+func TestScheduleOfAnUnknownCheck(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "")
+	h.mustRun("migrate") // records the binary's catalog: order_unshipped
+
+	_, stderr, err := h.runCtx(context.Background(), "schedule", "order", "1", "order_unshiped", "--in", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "stderr of a schedule of an unknown check", stderr,
+		`warning: no server has registered a check named "order_unshiped" (known checks: order_unshipped)`, "--require-known-check")
+
+	_, err = h.run("schedule", "order", "2", "order_unshiped", "--in", "1h", "--require-known-check")
+	if err == nil {
+		t.Fatal("schedule of an unknown check with --require-known-check: no error")
+	}
+	wantContains(t, "refusal", err.Error(), `"order_unshiped"`, "known checks: order_unshipped", "not scheduled")
+	wantContains(t, "status", h.mustRun("status"), "pending: 1\n")
+
+	_, stderr, err = h.runCtx(context.Background(), "schedule", "order", "3", "order_unshipped", "--in", "1h", "--require-known-check")
+	if err != nil || stderr != "" {
+		t.Errorf("schedule of a known check: %v, stderr %q; want no error and no warning", err, stderr)
+	}
+}
+
+// TestBusyTimeout: database.busy_timeout follows guards.runtime unless set,
+// is refused when set no longer than a group of checks may hold the write
+// lock, and is what the SQLite store waits.
+func TestBusyTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, yaml string
+		want       time.Duration
+	}{
+		{"default", "", sqlite.BusyTimeoutDefault},
+		{"follows guards.runtime", "guards:\n  runtime: 2m\n", 2*time.Minute + time.Second + 15*time.Second},
+		{"set", "database:\n  busy_timeout: 90s\n", 90 * time.Second},
+		{"set, with PostgreSQL", "database:\n  url: postgres://app@db:5432/app\n  busy_timeout: 1s\n", time.Second},
+	} {
+		cfg, err := ParseConfig("prescient.yaml", []byte(tt.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got := cfg.busyTimeout(); got != tt.want {
+			t.Errorf("%s: busy timeout %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{"guards:\n  runtime: 1m\ndatabase:\n  busy_timeout: 1m\n",
+			"prescient.yaml:4: database.busy_timeout: 1m0s is not more than guards.runtime + group_duration, 1m1s"},
+		{"database:\n  busy_timeout: 0s\n", "prescient.yaml:2: database.busy_timeout: must be positive"},
+		{"database:\n  busy_timeout: -1\n", "prescient.yaml:2: database.busy_timeout: must be positive"},
+		{"database:\n  busy_timeout: 48h\n", "prescient.yaml:2: database.busy_timeout: must be at most 24h0m0s"},
+		{"database:\n  startup_timeout: 0s\n", "prescient.yaml:2: database.startup_timeout: must be positive (such as 5m), or -1 to retry forever, got 0s"},
+	} {
+		cfg, err := ParseConfig("prescient.yaml", []byte(tt.yaml))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want one containing %q", tt.yaml, err, tt.want)
+		}
+	}
+
+	// The CLI's store waits that long.
+	cfg, err := ParseConfig("prescient.yaml", []byte("database:\n  path: "+filepath.Join(t.TempDir(), "busy.db")+"\n  busy_timeout: 90s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(context.Background(), cfg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var ms int64
+	if err := st.(*sqlite.Store).DB().QueryRow(`PRAGMA busy_timeout`).Scan(&ms); err != nil || ms != 90_000 {
+		t.Errorf("PRAGMA busy_timeout = %d, %v; want 90000", ms, err)
+	}
+}
+
+// runningServer is `prescient run` in the background.
+type runningServer struct {
+	stderr *syncBuffer
+	exit   chan struct{} // closed when run returns, with err
+	err    error
+	cancel context.CancelFunc
+}
+
+func startRun(t *testing.T, h *harness, args ...string) *runningServer {
+	t.Helper()
+	reg := &checks.Registry{}
+	if err := orders.Register(reg, orders.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &runningServer{stderr: &syncBuffer{}, exit: make(chan struct{}), cancel: cancel}
+	root := NewRootCommand(&Opts{Checks: reg, Out: io.Discard, Err: s.stderr, lookupEnv: envOf(h.env)})
+	root.SetArgs(append([]string{"--config", h.config, "run"}, args...))
+	go func() {
+		defer close(s.exit)
+		s.err = root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-s.exit
+	})
+	return s
+}
+
+// running fails the test if run has returned.
+func (s *runningServer) running(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.exit:
+		t.Fatalf("run returned: %v; logs:\n%s", s.err, s.stderr.String())
+	default:
+	}
+}
+
+// readyz returns the status code of /readyz at addr, 0 when nothing answers.
+func readyz(addr string) int {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitFor polls cond, which looks at another process or the log of the
+// server under test, until it holds or limit passes; the server must keep
+// running meanwhile.
+func waitFor(t *testing.T, limit time.Duration, what string, srv *runningServer, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		srv.running(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; logs:\n%s", what, limit, srv.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling a server and its log, not synchronising goroutines
+	}
+}
+
+// TestRunWaitsForTheDatabase: `prescient run` started while PostgreSQL is
+// down does not exit: it reports not ready on /readyz, logs its retries, and
+// starts once the database is up.
+func TestRunWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	in := pgtest.NewInstance(t)
+	in.Stop()
+	addr := freeAddr(t)
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: in.URL},
+		config: writeConfig(t, "server: patient\nslots: {resolution: 1s, cycle: 0s}\nhttp:\n  listen: "+addr+"\n")}
+	srv := startRun(t, h, "--migrate")
+
+	waitFor(t, 30*time.Second, "two retries logged", srv, func() bool {
+		return strings.Count(srv.stderr.String(), "not ready, retrying") >= 2
+	})
+	if code := readyz(addr); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the database is down: %d, want 503", code)
+	}
+	srv.running(t)
+
+	in.Start()
+	waitFor(t, 60*time.Second, "/readyz 200 once the database is up", srv, func() bool {
+		return readyz(addr) == http.StatusOK
+	})
+	wantContains(t, "logs", srv.stderr.String(), "database reached: started", "serving")
+	srv.cancel()
+	<-srv.exit
+	if srv.err != nil {
+		t.Errorf("run after a signal: %v", srv.err)
+	}
+}
+
+// TestRunGivesUpAfterTheStartupTimeout: with nothing listening, run retries
+// until database.startup_timeout, not ready meanwhile, then exits with an
+// error that says so.
+func TestRunGivesUpAfterTheStartupTimeout(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	url := fmt.Sprintf("postgres://app@%s/app?sslmode=disable&connect_timeout=2", freeAddr(t))
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: url},
+		config: writeConfig(t, "database:\n  startup_timeout: 2s\nhttp:\n  listen: "+addr+"\n")}
+	srv := startRun(t, h)
+	waitFor(t, 10*time.Second, "a retry logged", srv, func() bool {
+		return strings.Contains(srv.stderr.String(), "not ready, retrying")
+	})
+	if code := readyz(addr); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while retrying: %d, want 503", code)
+	}
+	<-srv.exit
+	err := srv.err
+	if err == nil {
+		t.Fatalf("run with no database: no error; logs:\n%s", srv.stderr.String())
+	}
+	wantContains(t, "error", err.Error(), "gave up starting after", "database.startup_timeout is 2s", "-1 retries forever", "database.url")
+	if n := strings.Count(srv.stderr.String(), "not ready, retrying"); n < 2 {
+		t.Errorf("%d retries logged, want several:\n%s", n, srv.stderr.String())
+	}
+}
