@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
@@ -16,10 +14,12 @@ import (
 
 // PayloadMax is the largest payload, in bytes of JSON, a job may carry. The
 // payload is a hint for the check (an amount, a locale), not a data store.
-const PayloadMax = 64 << 10
+// See checks.ValidatePayload for what else a payload must be.
+const PayloadMax = checks.PayloadMax
 
-// KeyMax is the longest entity key accepted, in bytes.
-const KeyMax = 512
+// KeyMax is the longest entity key accepted, in bytes. See
+// checks.ValidateKey for the characters a key may not hold.
+const KeyMax = checks.KeyMax
 
 // ScheduleParams describes one check to schedule.
 type ScheduleParams struct {
@@ -34,7 +34,9 @@ type ScheduleParams struct {
 	// up to; otherwise scheduling fails with an error wrapping ErrOutOfRange.
 	At time.Time
 	// Payload, if not nil, is stored as JSON and handed to the check
-	// (a json.RawMessage is stored as is). At most PayloadMax bytes.
+	// (a json.RawMessage is stored as is). It must pass
+	// checks.ValidatePayload: at most PayloadMax bytes of UTF-8 JSON,
+	// nesting at most checks.PayloadDepthMax deep, without \u0000.
 	Payload any
 	// OnConflict says what happens when the job is already pending.
 	// Default ConflictReplace.
@@ -158,13 +160,7 @@ func validateIdentity(entity, key string) error {
 	if err := checks.ValidateName("entity", entity); err != nil {
 		return err
 	}
-	if key == "" || len(key) > KeyMax {
-		return fmt.Errorf("entity %s: key must be 1 to %d bytes, got %d", entity, KeyMax, len(key))
-	}
-	if !utf8.ValidString(key) || strings.ContainsRune(key, 0) {
-		return fmt.Errorf("entity %s: key %q must be UTF-8 text without NUL bytes", entity, key)
-	}
-	return nil
+	return checks.ValidateKey(entity, key)
 }
 
 func marshalPayload(v any) (json.RawMessage, error) {
@@ -174,9 +170,6 @@ func marshalPayload(v any) (json.RawMessage, error) {
 	var b []byte
 	switch v := v.(type) {
 	case json.RawMessage:
-		if !json.Valid(v) {
-			return nil, fmt.Errorf("payload is not valid JSON")
-		}
 		b = v
 	default:
 		var err error
@@ -184,8 +177,8 @@ func marshalPayload(v any) (json.RawMessage, error) {
 			return nil, fmt.Errorf("payload: %w", err)
 		}
 	}
-	if len(b) > PayloadMax {
-		return nil, fmt.Errorf("payload is %d bytes, more than the %d allowed", len(b), PayloadMax)
+	if err := checks.ValidatePayload(b); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -217,7 +210,7 @@ func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check st
 		Entity: entity, Key: key, Check: check, At: slot, Now: now,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
+		return nil, fmt.Errorf("prescient: %w", err) // the driver names the job
 	}
 	return readJob(job), nil
 }
@@ -241,7 +234,7 @@ func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string
 	}
 	n, err := c.drv.JobCancel(ctx, tx, &driver.JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: "api"})
 	if err != nil {
-		return 0, fmt.Errorf("prescient: cancel %s/%s: %w", entity, key, err)
+		return 0, fmt.Errorf("prescient: %w", err) // the driver names the jobs
 	}
 	return n, nil
 }
@@ -264,7 +257,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event strin
 	}
 	n, err := c.drv.JobResolve(ctx, tx, &driver.JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: "api"})
 	if err != nil {
-		return 0, fmt.Errorf("prescient: resolve %s/%s %s: %w", entity, key, event, err)
+		return 0, fmt.Errorf("prescient: %w", err) // the driver names the jobs
 	}
 	return n, nil
 }
@@ -324,7 +317,7 @@ func (c *Client) SyncCatalog(ctx context.Context) error {
 		return nil
 	}
 	if err := c.drv.CatalogSave(ctx, entries); err != nil {
-		return fmt.Errorf("prescient: save check catalog: %w", err)
+		return fmt.Errorf("prescient: %w", err) // the driver says "save catalog"
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -64,18 +63,6 @@ type Check struct {
 
 // ErrDuplicate is returned when a name is registered twice.
 var ErrDuplicate = errors.New("check already registered")
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$`)
-
-// ValidateName reports whether s may name a check, an entity or an event:
-// 1 to 100 characters of letters, digits, '_', '.', ':' and '-', not starting
-// with punctuation other than '_'.
-func ValidateName(what, s string) error {
-	if !nameRE.MatchString(s) {
-		return fmt.Errorf("invalid %s name %q: use 1 to 100 letters, digits, '_', '.', ':' or '-', starting with a letter, digit or '_'", what, s)
-	}
-	return nil
-}
 
 // Registry maps check names to checks. The zero Registry is empty and ready
 // to use; it is safe for concurrent use.

@@ -1,0 +1,161 @@
+package prescient_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+)
+
+// nested returns n arrays nested in one another around inner.
+func nested(n int, inner string) string {
+	return strings.Repeat("[", n) + inner + strings.Repeat("]", n)
+}
+
+// nestedValue returns n Go slices nested in one another around inner.
+func nestedValue(n int, inner any) any {
+	v := inner
+	for range n {
+		v = []any{v}
+	}
+	return v
+}
+
+// Every store refuses the same payloads with the same error, before it is
+// called, and keeps the same ones: PostgreSQL's jsonb used to refuse \u0000
+// and invalid UTF-8 with a driver error where SQLite stored them, and SQLite
+// refused deep nesting with a failed CHECK where PostgreSQL stored it.
+func TestSchedulePayloadRulesAreTheSameOnEveryStore(t *testing.T) {
+	const (
+		deep = "payload nests arrays and objects more than 64 levels deep"
+		nul  = "PostgreSQL cannot store the NUL character in JSON, so no payload may hold it"
+		half = "half of a surrogate pair without its other half: a \\u escape must name a whole character"
+	)
+	bad := []struct {
+		name    string
+		payload any
+		want    string // after "prescient: schedule: order/1/c: "
+	}{
+		{"NUL in a value", json.RawMessage(`{"a":"\u0000"}`), `payload holds \u0000 at offset 6: ` + nul},
+		{"NUL in a key", json.RawMessage(`{"\u0000":1}`), `payload holds \u0000 at offset 2: ` + nul},
+		{"NUL in a Go string", map[string]string{"a": "x\x00"}, `payload holds \u0000 at offset 7: ` + nul},
+		{"lone surrogate", json.RawMessage(`["\ud800"]`), `payload holds \ud800 at offset 2, ` + half},
+		{"invalid UTF-8", json.RawMessage("{\"a\":\"\xff\"}"), "payload is not UTF-8: byte 0xff at offset 6; JSON text must be UTF-8"},
+		{"65 levels", json.RawMessage(nested(65, "")), deep},
+		{"10000 levels", json.RawMessage(nested(10000, "")), deep},
+		{"65 levels of Go slices", nestedValue(65, 1), deep},
+		{"not JSON", json.RawMessage(`{amount: 3}`), "payload is not valid JSON: invalid character 'a' looking for beginning of object key string"},
+		{"empty", json.RawMessage{}, "payload is not valid JSON: unexpected end of JSON input"},
+	}
+	good := []struct {
+		name    string
+		payload any
+		want    string // as read back
+	}{
+		{"64 levels", json.RawMessage(nested(64, "1")), nested(64, "1")},
+		{"surrogate pair and escaped backslash", json.RawMessage(`["\ud83d\ude00","\\u0000"]`), `["😀", "\\u0000"]`},
+		{"invalid UTF-8 in a Go string", map[string]string{"a": "\xff"}, `{"a": "` + "\ufffd" + `"}`},
+	}
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, register(t, "c", func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }, nil), nil)
+		at := ts("2026-03-10T11:00:00Z")
+		for _, tt := range bad {
+			_, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "c", At: at, Payload: tt.payload})
+			want := "prescient: schedule: order/1/c: " + tt.want
+			if err == nil || err.Error() != want {
+				t.Errorf("%s: Schedule\n got %v\nwant %s", tt.name, err, want)
+			}
+		}
+		if n := h.count("SELECT * FROM prescient_jobs"); n != 0 {
+			t.Errorf("%d jobs stored with a refused payload", n)
+		}
+		for i, tt := range good {
+			key := string(rune('a' + i))
+			if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: key, Check: "c", At: at, Payload: tt.payload}); err != nil {
+				t.Errorf("%s: Schedule: %v", tt.name, err)
+				continue
+			}
+			j, err := c.Job(ctx, "order", key, "c")
+			if err != nil {
+				t.Errorf("%s: Job: %v", tt.name, err)
+				continue
+			}
+			// PostgreSQL prints jsonb its own way; compare the values.
+			var got, want any
+			if err := json.Unmarshal(j.Payload, &got); err != nil {
+				t.Errorf("%s: stored payload %s: %v", tt.name, j.Payload, err)
+				continue
+			}
+			if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+				t.Errorf("%s: stored payload %s, want %s", tt.name, g, w)
+			}
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// No key with a control or invisible character gets into a store, through
+// any call that takes one, on any store: such a key garbles the tables the
+// CLI prints and can carry terminal escape sequences.
+func TestKeysRefuseControlAndInvisibleCharacters(t *testing.T) {
+	const rule = "a key is 1 to 512 bytes of UTF-8 text without control characters, bidirectional controls, " +
+		"line or paragraph separators or zero-width characters"
+	keys := []struct{ key, want string }{
+		{"42\n", "entity order: key has U+000A, a control character, at character 3: " + rule},
+		{"\x1b[31m42", "entity order: key has U+001B, a control character, at character 1: " + rule},
+		{"42\u009b2J", "entity order: key has U+009B, a control character, at character 3: " + rule},
+		{"42\u202e24", "entity order: key has U+202E, a bidirectional control, at character 3: " + rule},
+		{"4\u20662", "entity order: key has U+2066, a bidirectional control, at character 2: " + rule},
+		{"4\u20282", "entity order: key has U+2028, a line or paragraph separator, at character 2: " + rule},
+		{"4\u200b2", "entity order: key has U+200B, a zero-width character, at character 2: " + rule},
+	}
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, register(t, "c", func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil },
+			&checks.Opts{Awaits: []string{"paid"}}), nil)
+		at := ts("2026-03-10T11:00:00Z")
+		for _, k := range keys {
+			_, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: k.key, Check: "c", At: at})
+			wantErr(t, "Schedule", k.key, err, "prescient: schedule: "+k.want)
+			_, err = c.ScheduleMany(ctx, []prescient.ScheduleParams{
+				{Entity: "order", Key: "ok", Check: "c", At: at},
+				{Entity: "order", Key: k.key, Check: "c", At: at},
+			})
+			wantErr(t, "ScheduleMany", k.key, err, "prescient: schedule #1: "+k.want)
+			_, err = c.Reschedule(ctx, "order", k.key, "c", at)
+			wantErr(t, "Reschedule", k.key, err, "prescient: reschedule: "+k.want)
+			_, err = c.Cancel(ctx, "order", k.key, "")
+			wantErr(t, "Cancel", k.key, err, "prescient: cancel: "+k.want)
+			_, err = c.Resolve(ctx, "order", k.key, "paid")
+			wantErr(t, "Resolve", k.key, err, "prescient: resolve: "+k.want)
+		}
+		if n := h.count("SELECT * FROM prescient_jobs"); n != 0 {
+			t.Errorf("%d jobs stored, want none", n)
+		}
+	})
+}
+
+func wantErr(t *testing.T, call, key string, err error, want string) {
+	t.Helper()
+	if err == nil || err.Error() != want {
+		t.Errorf("%s with key %q\n got %v\nwant %s", call, key, err, want)
+	}
+}
