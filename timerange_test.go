@@ -177,8 +177,8 @@ func TestTimesBeyondTheRangeDoNotBreakReads(t *testing.T) {
 		if _, err := json.Marshal(j); err != nil {
 			t.Errorf("job as JSON: %v", err)
 		}
-		// Keeping the legacy job returns it as read; replacing it moves it
-		// into the range.
+		// Keeping the legacy job returns it as read; rescheduling it moves it
+		// into the range, its first check too since it has never run.
 		got, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "legacy-2", Check: "unshipped",
 			At: ts("2030-06-02T00:00:00Z"), OnConflict: prescient.ConflictKeep})
 		if err != nil || !got.NextCheckAt.Equal(slots.MaxTime) {
@@ -188,7 +188,7 @@ func TestTimesBeyondTheRangeDoNotBreakReads(t *testing.T) {
 			t.Errorf("kept job as JSON: %v", err)
 		}
 		got, err = c.Reschedule(ctx, "order", "legacy-2", "unshipped", ts("2030-06-02T00:00:00Z"))
-		if err != nil || !got.NextCheckAt.Equal(ts("2030-06-02T00:00:00Z")) || !got.FirstCheckAt.Equal(slots.MaxTime) {
+		if err != nil || !got.NextCheckAt.Equal(ts("2030-06-02T00:00:00Z")) || !got.FirstCheckAt.Equal(ts("2030-06-02T00:00:00Z")) {
 			t.Errorf("reschedule the legacy job: %+v, %v", got, err)
 		}
 	})

@@ -14,7 +14,11 @@ type Job struct {
 	Entity string
 	Key    string
 	Check  string
-	// FirstCheckAt is the slot of the job's first check; it never changes.
+	// FirstCheckAt is the slot of the job's first check. Until a check of
+	// the job has run to a result, rescheduling the job (Reschedule, or
+	// Schedule with the replace rule) moves it with the next check; after
+	// that it stays. For a fixed anchor, read your own data (the time the
+	// order was placed).
 	FirstCheckAt time.Time
 	// Slot is the slot the job is due in (its next_check_at).
 	Slot time.Time

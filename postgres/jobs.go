@@ -50,12 +50,14 @@ func scanJob(row pgx.Row, extra ...any) (*driver.Job, error) {
 // jobKey is a job's identity.
 type jobKey struct{ entity, key, check string }
 
-// JobSchedule upserts params in the caller's transaction or its own. Each
-// rule's jobs go to the database in one statement; a job named more than once
-// in params is applied once per mention, in order, as if scheduled by
-// successive calls. An empty OnConflict means ConflictReplace; a pending job
-// met with ConflictKeep is locked until the transaction ends, like one that is
-// replaced.
+// JobSchedule upserts params in the caller's transaction or its own. A job
+// named more than once in params is applied once per mention, in order, as if
+// scheduled by successive calls. An empty OnConflict means ConflictReplace,
+// which moves a job that has never run to a result (last_check_at NULL) with
+// its first check; a pending job met with ConflictKeep is locked until the
+// transaction ends, like one that is replaced. The jobs are locked in lock
+// order (see lockOrder), whatever their order in params and whichever rules
+// they mix, so that concurrent calls cannot deadlock one another.
 func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobScheduleParams) ([]*driver.JobScheduleResult, error) {
 	for _, p := range params {
 		if p.OnConflict != "" && p.OnConflict != driver.ConflictReplace && p.OnConflict != driver.ConflictKeep {
@@ -70,18 +72,7 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 	results := make([]*driver.JobScheduleResult, len(params))
 	err := s.inTx(ctx, tx, func(tx pgx.Tx) error {
 		for _, round := range scheduleRounds(params) {
-			var replace, keep []int
-			for _, i := range round {
-				if params[i].OnConflict == driver.ConflictKeep {
-					keep = append(keep, i)
-				} else {
-					replace = append(replace, i)
-				}
-			}
-			if err := scheduleReplace(ctx, tx, params, replace, results); err != nil {
-				return err
-			}
-			if err := scheduleKeep(ctx, tx, params, keep, results); err != nil {
+			if err := scheduleRound(ctx, tx, params, round, results); err != nil {
 				return err
 			}
 		}
@@ -95,7 +86,8 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 
 // scheduleRounds splits the indexes of params into rounds in which no job
 // appears twice (round n holds the n-th mention of each job), because one
-// upsert statement may not touch a row twice.
+// upsert statement may not touch a row twice. Every job of a later round is in
+// the first, so only the first round takes locks.
 func scheduleRounds(params []*driver.JobScheduleParams) [][]int {
 	seen := make(map[jobKey]int, len(params))
 	var rounds [][]int
@@ -132,27 +124,99 @@ func scheduleArgs(params []*driver.JobScheduleParams, idx []int) []any {
 	return []any{entities, keys, checks, ats, payloads, nows}
 }
 
-// scheduleInsert is the insert half of both upserts; the ON CONFLICT clause
-// and RETURNING follow it.
-const scheduleInsert = `
+// lockOrder returns the order, over the table alias a, in which the
+// statements of schedule, cancel and resolve that may wait for several jobs'
+// row locks take them: by identity, in byte order (COLLATE "C", the same
+// whatever the database's collation). Two such calls, each in a transaction
+// of its own, then never wait for each other in a cycle (deadlock detected,
+// SQLSTATE 40P01). By identity rather than by id, because an upsert also
+// waits for jobs that have no id yet: an insert racing another insert of the
+// same job waits for it. Migration 00006 gives prescient_finish, under
+// prescient_cancel and prescient_resolve, the same order. The engine's
+// claims skip locked jobs instead of waiting, except the claim that reapplies
+// decisions after a failed commit (claimSQL), which waits in id order under
+// a lock_timeout.
+func lockOrder(a string) string {
+	return a + `.entity COLLATE "C", ` + a + `.entity_key COLLATE "C", ` + a + `.check_name COLLATE "C"`
+}
+
+// scheduleInsert is the insert half of both upserts, its rows in lock order;
+// the ON CONFLICT clause and RETURNING follow it.
+var scheduleInsert = `
 	INSERT INTO prescient_jobs AS j
 		(entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
 	SELECT i.entity, i.entity_key, i.check_name, i.at, i.at, i.payload::jsonb, i.now, i.now
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[])
 		AS i(entity, entity_key, check_name, at, payload, now)
+	ORDER BY ` + lockOrder("i") + `
 	ON CONFLICT (entity, entity_key, check_name) DO UPDATE`
+
+// replaceSet is what ConflictReplace does to a pending job j, given the job
+// as scheduled in excluded: it moves its next check, and its first check too
+// while no check has run to a result (a job rescheduled before it ever ran
+// was never due at its old first check); it replaces the payload when a new
+// one is given, and clears the failures. prescient_schedule (migration 00006)
+// applies the same rule.
+const replaceSet = `
+	SET first_check_at = CASE WHEN j.last_check_at IS NULL THEN excluded.next_check_at ELSE j.first_check_at END,
+		next_check_at = excluded.next_check_at,
+		payload = coalesce(excluded.payload, j.payload),
+		failure_count = 0,
+		last_error = NULL,
+		updated_at = excluded.updated_at`
+
+// scheduleRound upserts the jobs params[idx], each named once. A round that
+// mixes the rules would take its locks in two passes, one per rule, so its
+// jobs are all inserted or locked by the keep upsert first, and those to
+// replace that were pending are then updated.
+func scheduleRound(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
+	var replace []int
+	for _, i := range idx {
+		if params[i].OnConflict != driver.ConflictKeep {
+			replace = append(replace, i)
+		}
+	}
+	switch len(replace) {
+	case len(idx):
+		return scheduleReplace(ctx, tx, params, idx, results)
+	case 0:
+		return scheduleKeep(ctx, tx, params, idx, results)
+	}
+	if err := scheduleKeep(ctx, tx, params, idx, results); err != nil {
+		return err
+	}
+	var pending []int
+	for _, i := range replace {
+		if !results[i].Inserted {
+			pending = append(pending, i)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `
+		UPDATE prescient_jobs AS j`+replaceSet+`
+		FROM (
+			SELECT i.entity, i.entity_key, i.check_name, i.at AS next_check_at,
+				i.payload::jsonb AS payload, i.now AS updated_at
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[])
+				AS i(entity, entity_key, check_name, at, payload, now)
+		) AS excluded
+		WHERE j.entity = excluded.entity AND j.entity_key = excluded.entity_key AND j.check_name = excluded.check_name
+		RETURNING `+jobColumns+`, false`, scheduleArgs(params, pending)...)
+	if err != nil {
+		return err
+	}
+	got, err := collectScheduled(rows)
+	if err != nil {
+		return err
+	}
+	return placeScheduled(params, pending, got, results)
+}
 
 // scheduleReplace upserts the jobs params[idx] with ConflictReplace.
 func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
-	if len(idx) == 0 {
-		return nil
-	}
-	rows, err := tx.Query(ctx, scheduleInsert+`
-		SET next_check_at = excluded.next_check_at,
-			payload = coalesce(excluded.payload, j.payload),
-			failure_count = 0,
-			last_error = NULL,
-			updated_at = excluded.updated_at
+	rows, err := tx.Query(ctx, scheduleInsert+replaceSet+`
 		RETURNING `+jobColumns+`, j.xmax = 0`, scheduleArgs(params, idx)...)
 	if err != nil {
 		return err
@@ -168,9 +232,6 @@ func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*driver.JobSchedul
 // returns the new rows only, and locks the pending ones it leaves alone, which
 // a second query then reads.
 func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
-	if len(idx) == 0 {
-		return nil
-	}
 	args := scheduleArgs(params, idx)
 	rows, err := tx.Query(ctx, scheduleInsert+`
 		SET updated_at = j.updated_at WHERE false
@@ -233,21 +294,39 @@ func placeScheduled(params []*driver.JobScheduleParams, idx []int, got map[jobKe
 }
 
 // JobReschedule moves the job's next check to p.At in the caller's
-// transaction or its own. It leaves the failure count alone, unlike
-// scheduling with ConflictReplace.
+// transaction or its own, and its first check too while no check of it has
+// run to a result (last_check_at NULL), as ConflictReplace does. It leaves
+// the failure count alone, unlike scheduling with ConflictReplace.
 func (s *Store) JobReschedule(ctx context.Context, tx any, p *driver.JobRescheduleParams) (*driver.Job, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
 	}
 	j, err := scanJob(q.QueryRow(ctx, `
-		UPDATE prescient_jobs j SET next_check_at = $4, updated_at = $5
+		UPDATE prescient_jobs j
+		SET first_check_at = CASE WHEN j.last_check_at IS NULL THEN $4 ELSE j.first_check_at END,
+			next_check_at = $4, updated_at = $5
 		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3
 		RETURNING `+jobColumns, p.Entity, p.Key, p.Check, p.At, p.Now))
 	if err != nil {
 		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, interpretError(err))
 	}
 	return j, nil
+}
+
+// lockedMove moves the jobs of prescient_jobs j that the WHERE clause where
+// selects to history, locking them first in lock order, with the outcome,
+// finished_at and finished_by in $4, $5 and $6.
+func lockedMove(where string) string {
+	return `
+		WITH locked AS MATERIALIZED (
+			SELECT j.id FROM prescient_jobs j ` + where + `
+			ORDER BY ` + lockOrder("j") + `
+			FOR UPDATE OF j
+		), gone AS (
+			DELETE FROM prescient_jobs j USING locked l WHERE j.id = l.id
+			RETURNING j.*
+		)` + historyMove
 }
 
 // historyMove follows a CTE named gone (DELETE … RETURNING j.*) and copies
@@ -264,18 +343,15 @@ const historyMove = `
 
 // JobCancel moves the matching jobs to history as cancelled, in the caller's
 // transaction or as one statement of its own. A job being processed is waited
-// for; if it is still pending afterwards, it is cancelled.
+// for; if it is still pending afterwards, it is cancelled. The jobs are locked
+// in lock order (see lockOrder).
 func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams) (int, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, err)
 	}
-	tag, err := q.Exec(ctx, `
-		WITH gone AS (
-			DELETE FROM prescient_jobs j
-			WHERE j.entity = $1 AND j.entity_key = $2 AND ($3 = '' OR j.check_name = $3)
-			RETURNING j.*
-		)`+historyMove,
+	tag, err := q.Exec(ctx, lockedMove(`
+			WHERE j.entity = $1 AND j.entity_key = $2 AND ($3 = '' OR j.check_name = $3)`),
 		p.Entity, p.Key, p.Check, "cancelled", p.Now, p.By)
 	if err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, interpretError(err))
@@ -285,19 +361,15 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 
 // JobResolve moves to history as resolved the entity's jobs whose check
 // awaits p.Event in prescient_catalog, in the caller's transaction or as one
-// statement of its own.
+// statement of its own. The jobs are locked in lock order (see lockOrder).
 func (s *Store) JobResolve(ctx context.Context, tx any, p *driver.JobResolveParams) (int, error) {
 	q, err := s.on(tx)
 	if err != nil {
 		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, err)
 	}
-	tag, err := q.Exec(ctx, `
-		WITH gone AS (
-			DELETE FROM prescient_jobs j
+	tag, err := q.Exec(ctx, lockedMove(`
 			WHERE j.entity = $1 AND j.entity_key = $2
-				AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE $3 = ANY (c.awaits))
-			RETURNING j.*
-		)`+historyMove,
+				AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE $3 = ANY (c.awaits))`),
 		p.Entity, p.Key, p.Event, "resolved", p.Now, p.By)
 	if err != nil {
 		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, interpretError(err))

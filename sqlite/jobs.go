@@ -53,7 +53,9 @@ func scanJob(row scanner, extra ...any) (*driver.Job, error) {
 // JobSchedule upserts params in the caller's transaction or its own, one job
 // at a time in params order: a job named more than once in params is applied
 // once per mention, as if scheduled by successive calls. An empty OnConflict
-// means ConflictReplace. A payload that is not valid JSON is an error.
+// means ConflictReplace, which moves a job that has never run to a result
+// (last_check_at NULL) with its first check. A payload that is not valid JSON
+// is an error.
 func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobScheduleParams) ([]*driver.JobScheduleResult, error) {
 	for _, p := range params {
 		if p.OnConflict != "" && p.OnConflict != driver.ConflictReplace && p.OnConflict != driver.ConflictKeep {
@@ -110,7 +112,10 @@ func scheduleOne(ctx context.Context, tx *sql.Tx, p *driver.JobScheduleParams) (
 		WHERE entity = $1 AND entity_key = $2 AND check_name = $3)`, p.Entity, p.Key, p.Check).Scan(&existed); err != nil {
 		return nil, err
 	}
+	// A job that never ran to a result was never due at its old first
+	// check: it moves with its next one.
 	j, err := scanJob(tx.QueryRowContext(ctx, scheduleInsert+`UPDATE SET
+			first_check_at = CASE WHEN last_check_at IS NULL THEN excluded.next_check_at ELSE first_check_at END,
 			next_check_at = excluded.next_check_at,
 			payload = coalesce(excluded.payload, payload),
 			failure_count = 0,
@@ -124,14 +129,17 @@ func scheduleOne(ctx context.Context, tx *sql.Tx, p *driver.JobScheduleParams) (
 }
 
 // JobReschedule moves the job's next check to p.At in the caller's
-// transaction or its own. It leaves the failure count alone, unlike
-// scheduling with ConflictReplace.
+// transaction or its own, and its first check too while no check of it has
+// run to a result (last_check_at NULL), as ConflictReplace does. It leaves
+// the failure count alone, unlike scheduling with ConflictReplace.
 func (s *Store) JobReschedule(ctx context.Context, tx any, p *driver.JobRescheduleParams) (*driver.Job, error) {
 	var j *driver.Job
 	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
 		var err error
 		j, err = scanJob(tx.QueryRowContext(ctx, `
-			UPDATE prescient_jobs SET next_check_at = $4, updated_at = $5
+			UPDATE prescient_jobs
+			SET first_check_at = CASE WHEN last_check_at IS NULL THEN $4 ELSE first_check_at END,
+				next_check_at = $4, updated_at = $5
 			WHERE entity = $1 AND entity_key = $2 AND check_name = $3
 			RETURNING `+jobColumns, p.Entity, p.Key, p.Check, micros(p.At), micros(p.Now)))
 		return err

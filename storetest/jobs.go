@@ -227,6 +227,7 @@ func testReschedule(t *testing.T, h *Harness) {
 		t.Fatalf("reschedule: %v", err)
 	}
 	want := *orig
+	want.FirstCheckAt = slot(10) // it has never run: its first check moves too
 	want.NextCheckAt = slot(10)
 	want.UpdatedAt = now
 	jobDiff(got, &want).check(t, "rescheduled job")
@@ -237,6 +238,100 @@ func testReschedule(t *testing.T, h *Harness) {
 	})
 	if !errors.Is(err, driver.ErrNotFound) {
 		t.Errorf("reschedule of a missing job: %v, want ErrNotFound", err)
+	}
+}
+
+// testFirstCheckMoves: a job that no check has run to a result yet
+// (last_check_at NULL) moves its first check with its next one, whether
+// replaced by JobSchedule (alone or among kept jobs) or moved by
+// JobReschedule, later or earlier; a job that has run keeps its first check.
+// Either way its history record has first <= last.
+func testFirstCheckMoves(t *testing.T, h *Harness) {
+	wantSlots := func(what string, j *driver.Job, first, next time.Time) {
+		t.Helper()
+		var d diff
+		d.time("FirstCheckAt", j.FirstCheckAt, first)
+		d.time("NextCheckAt", j.NextCheckAt, next)
+		d.check(t, what)
+	}
+	replace := func(key string, s time.Time, rule driver.ConflictRule) *driver.Job {
+		t.Helper()
+		res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{
+			{Entity: "order", Key: key, Check: "unshipped", At: s, Now: at(0), OnConflict: rule},
+		})
+		if err != nil {
+			t.Fatalf("schedule %s at %v (%s): %v", key, s, rule, err)
+		}
+		return res[0].Job
+	}
+	reschedule := func(key string, s time.Time) *driver.Job {
+		t.Helper()
+		j, err := h.Store.JobReschedule(t.Context(), nil, &driver.JobRescheduleParams{
+			Entity: "order", Key: key, Check: "unshipped", At: s, Now: at(0),
+		})
+		if err != nil {
+			t.Fatalf("reschedule %s to %v: %v", key, s, err)
+		}
+		return j
+	}
+
+	// Never run: every move takes the first check along; keep moves nothing.
+	fresh := schedule(t, h, "order", "fresh", "unshipped", slot(40), "")
+	wantSlots("never run, replaced earlier", replace("fresh", slot(2), driver.ConflictReplace), slot(2), slot(2))
+	wantSlots("never run, replaced later", replace("fresh", slot(30), ""), slot(30), slot(30))
+	wantSlots("never run, kept", replace("fresh", slot(5), driver.ConflictKeep), slot(30), slot(30))
+	wantSlots("never run, rescheduled earlier", reschedule("fresh", slot(3)), slot(3), slot(3))
+	wantSlots("never run, rescheduled later", reschedule("fresh", slot(20)), slot(20), slot(20))
+	wantSlots("never run, rescheduled earlier again", reschedule("fresh", slot(4)), slot(4), slot(4))
+
+	// A check that failed did not run to a result: the job still moves.
+	failed := schedule(t, h, "order", "failed", "unshipped", slot(1), "")
+	runOnce(t, h, failed, slot(1), at(15*time.Minute+time.Second), driver.Decision{Next: slot(2), Err: "boom"})
+	wantSlots("failed once, rescheduled", reschedule("failed", slot(6)), slot(6), slot(6))
+
+	// Run: the first check stays, whatever moves the next one.
+	ran := schedule(t, h, "order", "ran", "unshipped", slot(1), "")
+	runOnce(t, h, ran, slot(1), at(15*time.Minute+time.Second), driver.Decision{Next: slot(3), Checked: true})
+	wantSlots("run, replaced", replace("ran", slot(8), driver.ConflictReplace), slot(1), slot(8))
+	wantSlots("run, rescheduled earlier", reschedule("ran", slot(5)), slot(1), slot(5))
+	wantSlots("run, rescheduled later", reschedule("ran", slot(9)), slot(1), slot(9))
+
+	// Replaced in a call that also keeps other jobs, in either order.
+	schedule(t, h, "order", "mixed", "unshipped", slot(12), "")
+	res, err := h.Store.JobSchedule(t.Context(), nil, []*driver.JobScheduleParams{
+		{Entity: "order", Key: "ran", Check: "unshipped", At: slot(2), Now: at(0), OnConflict: driver.ConflictKeep},
+		{Entity: "order", Key: "mixed", Check: "unshipped", At: slot(7), Now: at(0), OnConflict: driver.ConflictReplace},
+		{Entity: "order", Key: "ran", Check: "unshipped", At: slot(10), Now: at(0), OnConflict: driver.ConflictReplace},
+		{Entity: "order", Key: "new", Check: "unshipped", At: slot(11), Now: at(0), OnConflict: driver.ConflictKeep},
+		{Entity: "order", Key: "fresh", Check: "unshipped", At: slot(13), Now: at(0), OnConflict: driver.ConflictKeep},
+	})
+	if err != nil {
+		t.Fatalf("schedule replacing and keeping: %v", err)
+	}
+	wantSlots("run, kept in a mixed call", res[0].Job, slot(1), slot(9))
+	wantSlots("never run, replaced in a mixed call", res[1].Job, slot(7), slot(7))
+	wantSlots("run, replaced in a mixed call", res[2].Job, slot(1), slot(10))
+	wantSlots("new in a mixed call", res[3].Job, slot(11), slot(11))
+	wantSlots("never run, kept in a mixed call", res[4].Job, slot(4), slot(4))
+	if res[1].Inserted || res[2].Inserted || !res[3].Inserted || res[4].Inserted {
+		t.Errorf("mixed call: Inserted = %v, %v, %v, %v; want false, false, true, false",
+			res[1].Inserted, res[2].Inserted, res[3].Inserted, res[4].Inserted)
+	}
+	wantSlots("JobGet of the job replaced in a mixed call", get(t, h, "order", "mixed", "unshipped"), slot(7), slot(7))
+
+	// History: the moved job's first check is its only one; the job that ran
+	// keeps its first, before its last.
+	runOnce(t, h, fresh, slot(4), at(time.Hour+time.Second), driver.Decision{Outcome: history.Done, Checked: true})
+	runOnce(t, h, ran, slot(10), at(150*time.Minute+time.Second), driver.Decision{Outcome: history.Done, Checked: true})
+	for key, want := range map[string][2]time.Time{"fresh": {slot(4), slot(4)}, "ran": {slot(1), slot(10)}} {
+		recs := historyOf(t, h, "order", key)
+		if len(recs) != 1 {
+			t.Fatalf("history of %s: %d records, want 1", key, len(recs))
+		}
+		var d diff
+		d.time("FirstCheckAt", recs[0].FirstCheckAt, want[0])
+		d.time("LastCheckAt", recs[0].LastCheckAt, want[1])
+		d.check(t, "history of "+key)
 	}
 }
 

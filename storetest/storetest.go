@@ -61,6 +61,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"ScheduleKeep", testScheduleKeep},
 		{"ScheduleBulk", testScheduleBulk},
 		{"Reschedule", testReschedule},
+		{"FirstCheckMoves", testFirstCheckMoves},
 		{"Cancel", testCancel},
 		{"Resolve", testResolve},
 		{"JobsDuePaging", testJobsDuePaging},

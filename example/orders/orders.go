@@ -76,9 +76,10 @@ type Options struct {
 	// AlertAfter is how long after it was placed an unshipped order raises
 	// an alert. Default AlertAfterDefault.
 	AlertAfter time.Duration
-	// EscalateAfter is how long after it was placed an order still unshipped
-	// raises an escalation. It must be longer than AlertAfter. Default
-	// EscalateAfterDefault.
+	// EscalateAfter is how long after it was placed (orders.placed_at) an
+	// order still unshipped raises an escalation, or in the slot after its
+	// alert if the application moved the alert past that time. It must be
+	// longer than AlertAfter. Default EscalateAfterDefault.
 	EscalateAfter time.Duration
 	// Logger, if set, is told of every alert the check writes (at Info, with
 	// order, stage and slot). The log line is written before the transaction
@@ -122,8 +123,11 @@ func Register(reg *checks.Registry, o Options) error {
 // the alert and asks to run again when the escalation is due; its second run
 // raises the escalation and is done.
 func (o Options) check(ctx context.Context, job *checks.Job) (time.Time, error) {
-	var status string
-	err := job.Tx.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1`, job.Key).Scan(&status)
+	var (
+		status   string
+		placedAt time.Time
+	)
+	err := job.Tx.QueryRow(ctx, `SELECT status, placed_at FROM orders WHERE id = $1`, job.Key).Scan(&status, &placedAt)
 	switch {
 	case errors.Is(err, prescient.ErrNotFound) || errors.Is(err, sql.ErrNoRows) || errors.Is(err, pgx.ErrNoRows):
 		return time.Time{}, nil // deleted: nothing to watch
@@ -147,10 +151,22 @@ func (o Options) check(ctx context.Context, job *checks.Job) (time.Time, error) 
 	if stage == StageEscalation {
 		return time.Time{}, nil
 	}
-	// The first check was scheduled for placed+AlertAfter, so the escalation
-	// is due EscalateAfter-AlertAfter later. Counting from the slot rather
-	// than from now keeps a late check from pushing the escalation back.
-	return job.FirstCheckAt.Add(o.EscalateAfter - o.AlertAfter), nil
+	return o.escalateAt(placedAt, job.Slot), nil
+}
+
+// escalateAt is when the escalation of an order placed at placedAt is due,
+// asked by its alert, which ran in slot. It counts from the order, not from
+// the job's first check or from now: the application may have moved the
+// alert (rescheduled it, or scheduled it again), and a check may run late,
+// neither of which moves when the order was placed. An alert that ran after
+// the escalation was due (moved past it) asks for the escalation at once: a
+// time just after its slot, which the engine rounds up to the next slot.
+func (o Options) escalateAt(placedAt, slot time.Time) time.Time {
+	at := placedAt.UTC().Add(o.EscalateAfter)
+	if !at.After(slot) {
+		at = slot.Add(time.Nanosecond)
+	}
+	return at
 }
 
 // Place inserts an unshipped order placed at placedAt and schedules its
