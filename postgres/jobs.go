@@ -131,11 +131,11 @@ func scheduleArgs(params []*driver.JobScheduleParams, idx []int) []any {
 // of its own, then never wait for each other in a cycle (deadlock detected,
 // SQLSTATE 40P01). By identity rather than by id, because an upsert also
 // waits for jobs that have no id yet: an insert racing another insert of the
-// same job waits for it. Migration 00006 gives prescient_finish, under
+// same job waits for it. Migration 00007 gives prescient_finish, under
 // prescient_cancel and prescient_resolve, the same order. The engine's
 // claims skip locked jobs instead of waiting, except the claim that reapplies
-// decisions after a failed commit (claimSQL), which waits in id order under
-// a lock_timeout.
+// decisions after a failed commit (claimSQL), which waits in this order too,
+// under a lock_timeout.
 func lockOrder(a string) string {
 	return a + `.entity COLLATE "C", ` + a + `.entity_key COLLATE "C", ` + a + `.check_name COLLATE "C"`
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,13 +65,16 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 // claimSQL locks the jobs among $1 still due in $2 with FOR UPDATE, for the
 // claim that waits (LockWait); the claim that skips runs prescient_claim,
 // whose plan is pinned (see its migration). Both reach the rows by primary
-// key only: the slot test is written so that no index can serve it.
-const claimSQL = `
+// key only: the slot test is written so that no index can serve it. The
+// claim that waits locks in the order of every other statement that waits
+// for several jobs' locks (see lockOrder), so that it cannot deadlock with
+// an application's schedule or cancel; Claim then returns the jobs by id.
+var claimSQL = `
 	SELECT id, entity, entity_key, check_name, first_check_at, check_count, failure_count,
 		last_error, payload, created_at
-	FROM prescient_jobs
+	FROM prescient_jobs j
 	WHERE id = ANY($1) AND (next_check_at = $2) IS TRUE
-	ORDER BY id
+	ORDER BY ` + lockOrder("j") + `
 	FOR UPDATE`
 
 // Claim locks the jobs with FOR UPDATE SKIP LOCKED, or FOR UPDATE under a
@@ -114,6 +118,7 @@ func (t *procTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks.Jo
 	if err != nil {
 		return nil, t.claimErr(err)
 	}
+	slices.SortFunc(jobs, func(a, b *checks.Job) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil
 }
 
