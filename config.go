@@ -90,12 +90,13 @@ type Config struct {
 	// (os.Exit, an out-of-memory kill, a fatal runtime error) would otherwise
 	// crash-loop every server that runs it. Before a group runs, the engine
 	// records the attempt (one row for the group); the group's commit ends
-	// it. A job named by an attempt left behind runs alone, one at a time,
-	// so that the jobs that merely shared a group with the culprit clear
-	// themselves; a job named by MaxUnfinished attempts left behind ends
+	// it. A job named by an attempt left behind runs on its own (alone, one
+	// at a time, when one more crash would end it), so that the jobs that
+	// merely shared a group with the culprit clear themselves; a job named
+	// by MaxUnfinished attempts left behind ends
 	// failed without running. A database outage or a killed server leaves
-	// attempts behind too: their jobs run alone once, and finish. Default
-	// MaxUnfinishedDefault.
+	// attempts behind too: their jobs run once more on their own, and
+	// finish. At least 2; default MaxUnfinishedDefault.
 	MaxUnfinished int
 	// RetryBackoffMax caps the delay before a failed check is retried. Retries
 	// back off exponentially from one slot: 1, 2, 4, … slots after the failure,
@@ -253,8 +254,9 @@ func (c Config) Validate() error {
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("config: max_failures %d must be at least 1", c.MaxFailures))
 	}
-	if c.MaxUnfinished < 1 {
-		errs = append(errs, fmt.Errorf("config: max_unfinished %d must be at least 1", c.MaxUnfinished))
+	if c.MaxUnfinished < 2 {
+		errs = append(errs, fmt.Errorf("config: max_unfinished %d must be at least 2: a crash names every job of the "+
+			"group that was running, and only a second one, with the job run alone, names the culprit", c.MaxUnfinished))
 	}
 	if c.RetryBackoffMax < 0 {
 		errs = append(errs, fmt.Errorf("config: retry_backoff_max %s must not be negative", c.RetryBackoffMax))

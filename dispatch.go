@@ -145,16 +145,25 @@ list:
 			break
 		}
 		after = due[len(due)-1].ID
-		due, suspects, condemned := sortUnfinished(due, left, c.cfg.MaxUnfinished)
-		if len(suspects) > 0 || len(condemned) > 0 {
+		due, suspects, alone, condemned := sortUnfinished(due, left, c.cfg.MaxUnfinished)
+		if len(alone) > 0 || len(condemned) > 0 {
 			// Alone: no other group of the slot runs meanwhile.
 			wg.Wait()
-			if !c.runAlone(work, hard, slot, suspects, condemned, left, tally, countUnknown) {
+			if !c.runAlone(work, hard, slot, alone, condemned, left, tally, countUnknown) {
 				break
 			}
 		}
 		groups, unk := plan(due, c.cfg.Checks.Lookup, c.cfg.Workers, c.cfg.GroupSize, c.cfg.BatchSize)
 		countUnknown(unk)
+		// Suspects one more crash would not condemn: a group each.
+		for _, d := range suspects {
+			gs, unk := plan([]*driver.DueJob{d}, c.cfg.Checks.Lookup, 1, 1, 1)
+			countUnknown(unk)
+			for _, g := range gs {
+				g.settle = true
+				groups = append(groups, g)
+			}
+		}
 		for _, g := range groups {
 			select {
 			case c.sem <- struct{}{}:
@@ -182,9 +191,10 @@ list:
 	return did, unknown, joinFew(errs)
 }
 
-// runAlone ends the condemned jobs as failed, then runs each suspect alone,
-// one after the other (see unfinished.go). It reports false if work ended.
-func (c *Client) runAlone(work, hard context.Context, slot time.Time, suspects, condemned []*driver.DueJob, left map[int64]int,
+// runAlone ends the condemned jobs as failed, then runs each of the alone
+// jobs by itself, one after the other (see unfinished.go). It reports false
+// if work ended.
+func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, condemned []*driver.DueJob, left map[int64]int,
 	tally func(*SlotRecord, error), countUnknown func(map[string]int)) bool {
 	run := func(g group) bool {
 		select {
@@ -205,7 +215,7 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, suspects, 
 			return false
 		}
 	}
-	for _, d := range suspects {
+	for _, d := range alone {
 		c.log.Info("running alone a job whose check started and never finished before", "id", d.ID, "check", d.Check,
 			"attempts", left[d.ID], "max_unfinished", c.cfg.MaxUnfinished)
 		groups, unk := plan([]*driver.DueJob{d}, c.cfg.Checks.Lookup, 1, 1, 1)

@@ -20,12 +20,19 @@ import (
 // started and never finished.
 //
 // A job named by such attempts is a suspect: it shared a group with the
-// culprit, or is the culprit. Suspects run alone, one at a time, with no
-// other group of the slot running, each under an attempt of its own, and a
-// suspect that finishes is cleared from every attempt (ApplyParams.Settled).
-// The jobs that merely shared the culprit's group so clear themselves on the
-// next run, while the culprit gathers one attempt per crash; once
-// Config.MaxUnfinished attempts name a job, it ends failed without running.
+// culprit, or is the culprit. A suspect runs in a transaction of its own,
+// under an attempt of its own, and once it finishes it is cleared from every
+// attempt (ApplyParams.Settled). The jobs that merely shared the culprit's
+// group so clear themselves on the next run, while the culprit gathers one
+// attempt per crash; once Config.MaxUnfinished attempts name a job, it ends
+// failed without running.
+//
+// A crash also names the suspects running beside the culprit. So a suspect
+// that one more crash would condemn runs alone: one at a time, with no other
+// group of the slot running, so that a crash then names it and nothing else.
+// The others (after a first crash, with the default of 3, every suspect) run
+// side by side, up to Workers at once: a server killed with hundreds of
+// checks in flight does not make the next one run them one after the other.
 
 // unfinished returns, per job, how many attempts left behind name it. The
 // client's own attempts still running are not left behind; those of other
@@ -49,11 +56,12 @@ func (c *Client) unfinished(ctx context.Context) (map[int64]int, error) {
 }
 
 // sortUnfinished splits due jobs by the attempts left behind that name them:
-// those named by none, the suspects to run alone, and the condemned, named by
-// at least max.
-func sortUnfinished(due []*driver.DueJob, left map[int64]int, max int) (clean, suspects, condemned []*driver.DueJob) {
+// those named by none; the suspects to run on their own, side by side; those
+// to run alone, which one more crash would condemn; and the condemned, named
+// by at least max.
+func sortUnfinished(due []*driver.DueJob, left map[int64]int, max int) (clean, suspects, alone, condemned []*driver.DueJob) {
 	if len(left) == 0 {
-		return due, nil, nil
+		return due, nil, nil, nil
 	}
 	for _, d := range due {
 		switch n := left[d.ID]; {
@@ -61,11 +69,13 @@ func sortUnfinished(due []*driver.DueJob, left map[int64]int, max int) (clean, s
 			clean = append(clean, d)
 		case n >= max:
 			condemned = append(condemned, d)
+		case n+1 >= max:
+			alone = append(alone, d)
 		default:
 			suspects = append(suspects, d)
 		}
 	}
-	return clean, suspects, condemned
+	return clean, suspects, alone, condemned
 }
 
 // abandon is the decision for a job whose check started `attempts` times and
@@ -104,6 +114,6 @@ func (c *Client) endAttempt(hard context.Context, id int64, drop bool) {
 	ctx, cancel := finishCtx(hard)
 	defer cancel()
 	if err := c.drv.AttemptEnd(ctx, id); err != nil {
-		c.log.Warn("could not delete an attempt rolled back on purpose; its jobs will run alone next time", "attempt", id, "error", err)
+		c.log.Warn("could not delete an attempt rolled back on purpose; its jobs will run on their own next time", "attempt", id, "error", err)
 	}
 }

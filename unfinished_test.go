@@ -46,17 +46,18 @@ func attemptsNaming(t *testing.T, h *harness) []int64 {
 }
 
 // A check that kills its server leaves behind the attempt its group
-// recorded. The next firing runs the jobs it names alone, one at a time,
-// with nothing else of the slot running, so that the jobs that merely shared
-// the culprit's group finish and clear themselves; a job named by
-// MaxUnfinished attempts ends failed without running.
+// recorded. The next firing runs each job it names in a transaction of its
+// own, and alone (one at a time, with nothing else of the slot running) when
+// one more crash would condemn it, so that the jobs that merely shared the
+// culprit's group finish and clear themselves; a job named by MaxUnfinished
+// attempts ends failed without running.
 func TestChecksThatNeverFinished(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
 		var (
 			running, ran atomic.Int32
 			mu           sync.Mutex
-			crowded      []string // suspects that ran beside another check
+			crowded      []string // suspects to run alone that ran beside another check
 			poisonRan    bool
 		)
 		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
@@ -69,7 +70,7 @@ func TestChecksThatNeverFinished(t *testing.T) {
 			if j.Key == "poison" {
 				poisonRan = true
 			}
-			if strings.HasPrefix(j.Key, "suspect") && n != 1 {
+			if j.Key == "suspect-2" && n != 1 {
 				crowded = append(crowded, j.Key)
 			}
 			return time.Time{}, writeAlert(ctx, j)
@@ -82,9 +83,12 @@ func TestChecksThatNeverFinished(t *testing.T) {
 			jobs[k] = schedule(t, c, k, "c", at)
 		}
 		// The poison job crashed its server three times (the default
-		// MaxUnfinished), the first time in a group with the suspects.
+		// MaxUnfinished): first in a group with both suspects, then on its
+		// own beside suspect-2, then alone. Suspect-2, which one more crash
+		// would condemn, must run alone; suspect-1 may run beside others.
 		leaveAttempt(t, h, slot, jobs["suspect-1"], jobs["poison"], jobs["suspect-2"])
 		leaveAttempt(t, h, slot, jobs["poison"])
+		leaveAttempt(t, h, slot, jobs["suspect-2"])
 		leaveAttempt(t, h, slot, jobs["poison"])
 
 		clk.Set(at)
@@ -140,4 +144,41 @@ func TestAttemptsEndWithTheirGroup(t *testing.T) {
 			t.Errorf("attempts left after the slot: jobs %v, want none", ids)
 		}
 	})
+}
+
+// After a server was killed with many checks in flight, their jobs (named
+// by one attempt each) run each in a transaction of its own but side by
+// side, up to Workers at once, not one after the other. (PostgreSQL only:
+// SQLite runs one group at a time anyway.)
+func TestSuspectsRunSideBySide(t *testing.T) {
+	t.Parallel()
+	func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		var running, most atomic.Int32
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(20 * time.Millisecond)
+			return time.Time{}, writeAlert(ctx, j)
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.Workers = 4 })
+		const at = "2026-03-10T10:15:00Z"
+		var killed []*prescient.Job
+		for i := range 8 {
+			killed = append(killed, schedule(t, c, "k"+string(rune('0'+i)), "c", at))
+		}
+		leaveAttempt(t, h, ts(at), killed...)
+		clk.Set(at)
+		if rec := fire(t, c, at); rec.Outcomes[history.Done] != 8 {
+			t.Fatalf("slot record %+v, want 8 done", rec)
+		}
+		if most.Load() < 2 {
+			t.Errorf("at most %d check(s) ran at once, want the suspects side by side", most.Load())
+		}
+		if ids := attemptsNaming(t, h); len(ids) != 0 {
+			t.Errorf("attempts left after the slot: jobs %v, want none", ids)
+		}
+	}(t, openPostgres(t))
 }

@@ -1060,7 +1060,7 @@ func (c *Config) Validate() error {
 	}{
 		{"guards.max_checks", c.Guards.MaxChecks, "a positive number, or -1 for no limit"},
 		{"retry.max_failures", c.Retry.MaxFailures, "at least 1"},
-		{"retry.max_unfinished", c.Retry.MaxUnfinished, "at least 1"},
+		{"retry.max_unfinished", c.Retry.MaxUnfinished, "at least 2"},
 		{"workers", c.Workers, "at least 1"},
 		{"batch_size", c.BatchSize, "at least 1"},
 		{"group_size", c.GroupSize, "at least 1 (1 runs each check in a transaction of its own)"},

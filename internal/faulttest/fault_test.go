@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -246,7 +247,11 @@ func waitUntil(t *testing.T, c *cluster, query string) {
 			return
 		}
 		if time.Now().After(end) {
-			t.Fatalf("%q not true within 30s", query)
+			var logs []string
+			for name := range c.procs {
+				logs = append(logs, c.logTail(name))
+			}
+			t.Fatalf("%q not true within 30s\n%s", query, strings.Join(logs, "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
