@@ -1,17 +1,11 @@
 package postgres_test
 
 import (
-	"io/fs"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
-
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
-	"github.com/prescient-dev/prescient/internal/pgtest"
-	"github.com/prescient-dev/prescient/migrations"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -114,19 +108,7 @@ func TestSQLScheduleMovesFirstCheckUntilRun(t *testing.T) {
 func TestMigrationRepairsFirstCheck(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url, schema := pgtest.Schema(t)
-	s := open(t, url, schema)
-	fsys, err := fs.Sub(migrations.Postgres, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(s.Pool())
-	t.Cleanup(func() { db.Close() })
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, provider := migrationsProvider(t)
 	if _, err := provider.UpTo(ctx, 6); err != nil {
 		t.Fatalf("migrate up to 6: %v", err)
 	}

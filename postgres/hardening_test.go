@@ -14,6 +14,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/migrations"
+	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -143,19 +144,7 @@ func TestSQLCancelRefusesANullCheck(t *testing.T) {
 func TestMigrationKeepsCancelPrivileges(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url, schema := pgtest.Schema(t)
-	s := open(t, url, schema)
-	fsys, err := fs.Sub(migrations.Postgres, "postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(s.Pool())
-	t.Cleanup(func() { db.Close() })
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
-		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, provider := migrationsProvider(t)
 	if _, err := provider.UpTo(ctx, 3); err != nil {
 		t.Fatalf("migrate up to 3: %v", err)
 	}
@@ -212,4 +201,25 @@ func TestMigrationKeepsCancelPrivileges(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatalf("migrate up again: %v", err)
 	}
+}
+
+// migrationsProvider returns a store over a fresh schema that nothing has
+// migrated yet, and a goose provider of prescient's migrations over it, for
+// tests that migrate up or down to a given version.
+func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	s := open(t, url, schema)
+	fsys, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(s.Pool())
+	t.Cleanup(func() { db.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, provider
 }
