@@ -602,7 +602,7 @@ func printBench(out io.Writer, res *benchResult, asJSON bool) error {
 		fmtDur(res.Fire.Time), res.Fire.JobsPerSec, fmtBytes(res.Fire.BytesPerJob), res.Fire.AllocsPerJob)
 	row("fire batch", "%s  %.0f jobs/s  %s/job  %.0f allocs/job",
 		fmtDur(res.FireBatch.Time), res.FireBatch.JobsPerSec, fmtBytes(res.FireBatch.BytesPerJob), res.FireBatch.AllocsPerJob)
-	row("pure SQL", "%s  %.0f jobs/s  (one statement per %d jobs, no engine, no history)",
+	row("pure SQL", "%s  %.0f jobs/s  (one statement per up to %d jobs, no engine, no history)",
 		fmtDur(res.PureSQL.Time), res.PureSQL.JobsPerSec, benchSQLChunk)
 	if res.PureSQL.JobsPerSec > 0 {
 		row("vs pure SQL", "single-job checks %.0f%%, batch checks %.0f%%",

@@ -39,7 +39,7 @@ func TestBench(t *testing.T) {
 				`(?m)^due query\s+\S+ per slot\s+\S+ per due job\s+\(8 queries, 250 jobs pending\)$`,
 				`(?m)^fire\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
 				`(?m)^fire batch\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
-				`(?m)^pure SQL\s+\S+\s+\d+ jobs/s\s+\(one statement per 10000 jobs, no engine, no history\)$`,
+				`(?m)^pure SQL\s+\S+\s+\d+ jobs/s\s+\(one statement per up to 10000 jobs, no engine, no history\)$`,
 				`(?m)^vs pure SQL\s+single-job checks \d+%, batch checks \d+%$`,
 				`(?m)^slot fire p50\s+\S+$`,
 				`(?m)^slot fire p99\s+\S+$`,
