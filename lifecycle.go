@@ -45,6 +45,14 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 
 	if !c.cfg.SweepOnStartDisabled {
+		// The sweep takes the slots before the one in progress now; the
+		// first tick takes every owned slot from that one on, so that a slot
+		// that passes while a long start-up sweep runs is not left to the
+		// next scheduled sweep.
+		cut := c.cfg.Grid.Floor(c.now())
+		c.tickMu.Lock()
+		c.lastGood = c.cfg.Grid.Add(cut, -1)
+		c.tickMu.Unlock()
 		// Start's caller may give up (a signal during a long start-up sweep).
 		sweepCtx, cancel := context.WithCancel(ctx)
 		res, err := c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode)

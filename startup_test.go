@@ -1,0 +1,56 @@
+package prescient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// A slot that passes while the start-up sweep runs is fired by the first
+// tick, not left to the next scheduled sweep: the sweep takes the slots
+// before the one in progress when it began, the first tick every owned slot
+// from that one on.
+func TestSlotsPassingDuringTheStartUpSweep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:05:00Z")
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if j.Key == "overdue" {
+				clk.Set("2026-03-10T10:50:00Z") // a long sweep: three slots pass
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.SweepOnStartDisabled = false })
+		schedule(t, c, "overdue", "c", "2026-03-10T10:10:00Z")
+		// Left overdue by a server that was down: the client would round a
+		// past time up to the next slot, the driver stores it as given.
+		if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
+			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T09:45:00Z"), Now: clk.Now(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		schedule(t, c, "passed", "c", "2026-03-10T10:15:00Z")
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Stop(context.Background())
+		wantOutcome(t, c, "overdue", history.Done, 1)
+		// The first tick runs beside Start's return: wait for it (polling the
+		// store, with a deadline).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			recs := historyOf(t, c, "passed")
+			if len(recs) == 1 && recs[0].Outcome == history.Done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the job due in 10:15, which passed during the start-up sweep, was not fired by the first tick: history %+v", recs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+}
