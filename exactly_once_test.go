@@ -245,39 +245,7 @@ func TestCheckTxSharedBetweenGoroutines(t *testing.T) {
 // due, TestShutdownMidOptimisticGroupLeavesItDue.)
 func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		entered := make(chan struct{})
-		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-			if err := writeAlert(ctx, j); err != nil {
-				return time.Time{}, err
-			}
-			if j.Key == "2" {
-				close(entered)
-				<-ctx.Done()
-				return time.Time{}, ctx.Err()
-			}
-			return time.Time{}, nil
-		}
-		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
-			oneGroup(c)
-			c.SavepointEveryCheck = true
-		})
-		for _, k := range []string{"1", "2", "3"} {
-			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
-		}
-		slot := ts("2026-03-10T10:15:00Z")
-		clk.Set("2026-03-10T10:15:00Z")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.FireSlot(ctx, slot)
-			done <- err
-		}()
-		<-entered
-		cancel()
-		if err := <-done; err == nil {
-			t.Error("fire cut short: no error, want the slot reported incomplete")
-		}
+		c, slot := shutDownMidGroup(t, h, true)
 		wantOutcome(t, c, "1", history.Done, 1)
 		for _, k := range []string{"2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
@@ -302,36 +270,7 @@ func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 // the group stays due, untouched, with no effect recorded.
 func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		entered := make(chan struct{})
-		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-			if err := writeAlert(ctx, j); err != nil {
-				return time.Time{}, err
-			}
-			if j.Key == "2" {
-				close(entered)
-				<-ctx.Done()
-				return time.Time{}, ctx.Err()
-			}
-			return time.Time{}, nil
-		}
-		c := h.client(clk, register(t, "c", check, nil), oneGroup)
-		for _, k := range []string{"1", "2", "3"} {
-			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
-		}
-		slot := ts("2026-03-10T10:15:00Z")
-		clk.Set("2026-03-10T10:15:00Z")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := c.FireSlot(ctx, slot)
-			done <- err
-		}()
-		<-entered
-		cancel()
-		if err := <-done; err == nil {
-			t.Error("fire cut short: no error, want the slot reported incomplete")
-		}
+		c, slot := shutDownMidGroup(t, h, false)
 		for _, k := range []string{"1", "2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
 				t.Errorf("%s: %+v, want it due, untouched", k, j)
@@ -344,6 +283,48 @@ func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 			t.Errorf("attempts left name jobs %v: a shutdown is not a crash", ids)
 		}
 	})
+}
+
+// shutDownMidGroup schedules jobs 1, 2 and 3 in one group, fires their slot
+// and shuts down while job 2's check runs (after it wrote its alert through
+// job.Tx); it returns the client and the slot. savepoints sets
+// SavepointEveryCheck.
+func shutDownMidGroup(t *testing.T, h *harness, savepoints bool) (*prescient.Client, time.Time) {
+	t.Helper()
+	clk := newClock("2026-03-10T10:00:00Z")
+	entered := make(chan struct{})
+	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		if err := writeAlert(ctx, j); err != nil {
+			return time.Time{}, err
+		}
+		if j.Key == "2" {
+			close(entered)
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		}
+		return time.Time{}, nil
+	}
+	c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
+		oneGroup(c)
+		c.SavepointEveryCheck = savepoints
+	})
+	for _, k := range []string{"1", "2", "3"} {
+		schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+	}
+	slot := ts("2026-03-10T10:15:00Z")
+	clk.Set("2026-03-10T10:15:00Z")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.FireSlot(ctx, slot)
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("fire cut short: no error, want the slot reported incomplete")
+	}
+	return c, slot
 }
 
 // In an optimistic group, a failing check makes the group run again with a

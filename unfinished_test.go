@@ -154,13 +154,26 @@ func TestSuspectsRunSideBySide(t *testing.T) {
 	t.Parallel()
 	func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
-		var running, most atomic.Int32
+		var (
+			running, most atomic.Int32
+			two           = make(chan struct{}) // closed once two checks run at once
+			once          sync.Once
+		)
 		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
 			n := running.Add(1)
 			defer running.Add(-1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-			time.Sleep(20 * time.Millisecond)
+			if n >= 2 {
+				once.Do(func() { close(two) })
+			}
+			// Wait for a second check to start beside this one: run one
+			// after the other, they never do, and each gives up after a
+			// second.
+			select {
+			case <-two:
+			case <-time.After(time.Second):
+			}
 			return time.Time{}, writeAlert(ctx, j)
 		}
 		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.Workers = 4 })

@@ -222,11 +222,8 @@ func TestGracefulStop(t *testing.T) {
 	slow := c.scheduleMore("slow", 16, 4000, slowAt)
 	w.jobs += slow
 	// The slow slot has started and not finished: its checks are in flight.
-	// The restarted server first sweeps what the first SIGTERM left of the
-	// large slot, which on a loaded machine (other fault tests beside this
-	// one, the race detector) once took over 30 seconds.
-	waitUntilFor(t, c, fmt.Sprintf("SELECT count(*) > 0 FROM prescient_slots WHERE server = 'a' AND finished_at IS NULL AND slot = '%s'",
-		c.grid.Ceil(slowAt).Format(time.RFC3339Nano)), 90*time.Second)
+	waitUntil(t, c, fmt.Sprintf("SELECT count(*) > 0 FROM prescient_slots WHERE server = 'a' AND finished_at IS NULL AND slot = '%s'",
+		c.grid.Ceil(slowAt).Format(time.RFC3339Nano)))
 	seen := c.logCount("a", "received terminated")
 	_ = c.proc("a").cmd.Process.Signal(syscall.SIGTERM)
 	c.waitLog("a", "received terminated", seen+1)
@@ -241,15 +238,10 @@ func TestGracefulStop(t *testing.T) {
 }
 
 // waitUntil polls the database until the boolean query is true, for up to
-// 30 seconds.
+// limit.
 func waitUntil(t *testing.T, c *cluster, query string) {
 	t.Helper()
-	waitUntilFor(t, c, query, 30*time.Second)
-}
-
-// waitUntilFor is waitUntil for up to limit.
-func waitUntilFor(t *testing.T, c *cluster, query string, limit time.Duration) {
-	t.Helper()
+	const limit = 30 * time.Second
 	end := time.Now().Add(limit)
 	for {
 		var ok bool
