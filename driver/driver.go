@@ -68,6 +68,10 @@ type Driver interface {
 	JobResolve(ctx context.Context, tx any, p *JobResolveParams) (int, error)
 	// JobGet returns one pending job, or ErrNotFound.
 	JobGet(ctx context.Context, entity, key, check string) (*Job, error)
+	// JobList lists pending jobs matching p, soonest first (see
+	// JobListParams), walking the (next_check_at, id) index, or the
+	// (entity, key, check) one when p names an entity.
+	JobList(ctx context.Context, p *JobListParams) ([]*Job, error)
 
 	// JobsDue lists pending jobs with next_check_at exactly p.Slot and
 	// id > p.AfterID, ascending by id, at most p.Limit. Its cost is

@@ -64,6 +64,25 @@ type JobScheduleResult struct {
 	Inserted bool
 }
 
+// JobListParams selects pending jobs for operators, soonest first: in
+// (next_check_at, id) order, after the position (AfterAt, AfterID) when
+// AfterID is set, at most Limit.
+type JobListParams struct {
+	Entity string
+	// Key needs Entity.
+	Key   string
+	Check string
+	// Slot, when set, keeps the jobs due exactly in it.
+	Slot time.Time
+	// Before, when set, keeps the jobs due before it: with the current slot,
+	// the overdue ones.
+	Before time.Time
+	// AfterAt and AfterID continue a listing after its last job.
+	AfterAt time.Time
+	AfterID int64
+	Limit   int
+}
+
 // JobRescheduleParams moves an existing job's next check to At (a slot).
 type JobRescheduleParams struct {
 	Entity, Key, Check string

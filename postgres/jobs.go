@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -386,6 +387,57 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.
 		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(err))
 	}
 	return j, nil
+}
+
+// JobList lists pending jobs soonest first. Its filters narrow a walk of
+// the (next_check_at, id) index (or of the (entity, key, check) one for an
+// entity), which stops at p.Limit jobs.
+func (s *Store) JobList(ctx context.Context, p *driver.JobListParams) ([]*driver.Job, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v ...any) {
+		n := make([]any, len(v))
+		for i := range v {
+			args = append(args, v[i])
+			n[i] = len(args)
+		}
+		where = append(where, fmt.Sprintf(cond, n...))
+	}
+	if p.Entity != "" {
+		add("j.entity = $%d", p.Entity)
+	}
+	if p.Key != "" {
+		add("j.entity_key = $%d", p.Key)
+	}
+	if p.Check != "" {
+		add("j.check_name = $%d", p.Check)
+	}
+	if !p.Slot.IsZero() {
+		add("j.next_check_at = $%d", p.Slot)
+	}
+	if !p.Before.IsZero() {
+		add("j.next_check_at < $%d", p.Before)
+	}
+	if p.AfterID != 0 {
+		add("(j.next_check_at, j.id) > ($%d, $%d)", p.AfterAt, p.AfterID)
+	}
+	sql := `SELECT ` + jobColumns + ` FROM prescient_jobs j`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, max(p.Limit, 0))
+	sql += fmt.Sprintf(" ORDER BY j.next_check_at, j.id LIMIT $%d", len(args))
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Job, error) { return scanJob(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	return jobs, nil
 }
 
 // JobsDue pages through the slot on the (next_check_at, id) index, through

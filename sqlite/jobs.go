@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/driver"
@@ -222,6 +223,65 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.
 		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(err))
 	}
 	return j, nil
+}
+
+// JobList lists pending jobs soonest first. Its filters narrow a walk of
+// the (next_check_at, id) index (or of the (entity, key, check) one for an
+// entity), which stops at p.Limit jobs.
+func (s *Store) JobList(ctx context.Context, p *driver.JobListParams) ([]*driver.Job, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v ...any) {
+		n := make([]any, len(v))
+		for i := range v {
+			args = append(args, v[i])
+			n[i] = len(args)
+		}
+		where = append(where, fmt.Sprintf(cond, n...))
+	}
+	if p.Entity != "" {
+		add("entity = $%d", p.Entity)
+	}
+	if p.Key != "" {
+		add("entity_key = $%d", p.Key)
+	}
+	if p.Check != "" {
+		add("check_name = $%d", p.Check)
+	}
+	if !p.Slot.IsZero() {
+		add("next_check_at = $%d", micros(p.Slot))
+	}
+	if !p.Before.IsZero() {
+		add("next_check_at < $%d", micros(p.Before))
+	}
+	if p.AfterID != 0 {
+		add("(next_check_at, id) > ($%d, $%d)", micros(p.AfterAt), p.AfterID)
+	}
+	sql := `SELECT ` + jobColumns + ` FROM prescient_jobs`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, max(p.Limit, 0))
+	sql += fmt.Sprintf(" ORDER BY next_check_at, id LIMIT $%d", len(args))
+	rows, err := s.db.QueryContext(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	defer rows.Close()
+	jobs := []*driver.Job{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+	}
+	return jobs, nil
 }
 
 // JobsDue pages through the slot on the (next_check_at, id) index.
