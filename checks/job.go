@@ -38,6 +38,8 @@ type Job struct {
 	// commit together with the job's new state, or not at all (they are rolled
 	// back if the check fails). It is valid only until the check returns.
 	Tx Tx
+	// Outbox records the events the check emits (see Emit) in Tx.
+	Outbox Outbox
 }
 
 // Lateness is how long after its slot the check runs.

@@ -51,6 +51,10 @@ type Opts struct {
 	// BatchSize caps the jobs handed to one call of a batch check. Zero means
 	// the engine's batch size.
 	BatchSize int
+	// Sinks names the sinks the check's events (Job.Emit) are delivered to.
+	// A check that emits with no sinks still records its events, for
+	// readers of the outbox.
+	Sinks []string
 }
 
 // Check is a registered check.
@@ -94,9 +98,15 @@ func (r *Registry) add(c *Check, opts *Opts) error {
 	if opts != nil {
 		c.Opts = *opts
 		c.Opts.Awaits = append([]string(nil), opts.Awaits...)
+		c.Opts.Sinks = append([]string(nil), opts.Sinks...)
 	}
 	for _, ev := range c.Opts.Awaits {
 		if err := ValidateName("event", ev); err != nil {
+			return fmt.Errorf("register check %q: %w", c.Name, err)
+		}
+	}
+	for _, s := range c.Opts.Sinks {
+		if err := ValidateName("sink", s); err != nil {
 			return fmt.Errorf("register check %q: %w", c.Name, err)
 		}
 	}
