@@ -39,7 +39,14 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		for i, o := range f.Outcomes {
 			names[i] = string(o)
 		}
-		add("outcome = ANY($%d)", names)
+		if len(names) == 1 {
+			// "=" lets the (outcome, finished_at) index hand the rows over
+			// newest first; with ANY the plan reads every matching row and
+			// sorts them (over a second at a million failed records).
+			add("outcome = $%d", names[0])
+		} else {
+			add("outcome = ANY($%d)", names)
+		}
 		if troubled(f.Outcomes) {
 			// Lets the partial index prescient_history_trouble serve the
 			// filter, whatever plan the statement cache keeps.
@@ -143,21 +150,43 @@ func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history
 // HistoryPrune deletes, in one transaction, the records finished before
 // before and the ledger rows of slots before it.
 func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error) {
+	// Delete in batches, each its own transaction, so that a long backlog
+	// (retention shortened from 30 days to 7, say) never holds one huge
+	// transaction, its locks and its WAL at once.
 	var n int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM prescient_history WHERE finished_at < $1`, before)
+	for {
+		tag, err := s.pool.Exec(ctx, `
+			DELETE FROM prescient_history WHERE id IN (
+				SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, before, s.pruneBatchSize())
 		if err != nil {
+			return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, interpretError(err))
+		}
+		n += tag.RowsAffected()
+		if tag.RowsAffected() < int64(s.pruneBatchSize()) {
+			break
+		}
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before); err != nil {
 			return err
 		}
-		n = tag.RowsAffected()
-		if _, err = tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, attemptsPruneSQL)
+		_, err := tx.Exec(ctx, attemptsPruneSQL)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
+		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
 	}
 	return int(n), nil
+}
+
+// pruneBatchDefault is how many history records one transaction of
+// HistoryPrune deletes.
+const pruneBatchDefault = 10_000
+
+// pruneBatchSize is the store's prune batch (set by tests), or the default.
+func (s *Store) pruneBatchSize() int {
+	if s.pruneBatch > 0 {
+		return s.pruneBatch
+	}
+	return pruneBatchDefault
 }

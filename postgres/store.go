@@ -40,6 +40,8 @@ type Store struct {
 	ownsPool bool
 	// qualified caches statements rewritten by qualify.
 	qualified sync.Map
+	// pruneBatch overrides pruneBatchDefault (tests).
+	pruneBatch int
 }
 
 var _ driver.Driver = (*Store)(nil)

@@ -34,7 +34,11 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 	if f.Check != "" {
 		add("check_name = $%d", f.Check)
 	}
-	if len(f.Outcomes) > 0 {
+	if len(f.Outcomes) == 1 {
+		// "=" lets the (outcome, finished_at) index hand the rows over
+		// newest first.
+		add("outcome = $%d", string(f.Outcomes[0]))
+	} else if len(f.Outcomes) > 1 {
 		b, err := json.Marshal(f.Outcomes)
 		if err != nil {
 			return nil, fmt.Errorf("list history: %w", err)
@@ -130,23 +134,50 @@ func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history
 // HistoryPrune deletes, in one transaction, the records finished before
 // before and the ledger rows of slots before it.
 func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error) {
+	// Delete in batches, each its own transaction, so that a long backlog
+	// never holds the database's one writer lock for long.
 	var n int64
-	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM prescient_history WHERE finished_at < $1`, micros(before))
+	for {
+		var batch int64
+		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `
+				DELETE FROM prescient_history WHERE id IN (
+					SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, micros(before), s.pruneBatchSize())
+			if err != nil {
+				return err
+			}
+			batch, err = res.RowsAffected()
+			return err
+		})
 		if err != nil {
+			return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, interpretError(err))
+		}
+		n += batch
+		if batch < int64(s.pruneBatchSize()) {
+			break
+		}
+	}
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before)); err != nil {
 			return err
 		}
-		if n, err = res.RowsAffected(); err != nil {
-			return err
-		}
-		if _, err = tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before)); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, attemptsPruneSQL)
+		_, err := tx.ExecContext(ctx, attemptsPruneSQL)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
+		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
 	}
 	return int(n), nil
+}
+
+// pruneBatchDefault is how many history records one transaction of
+// HistoryPrune deletes.
+const pruneBatchDefault = 10_000
+
+// pruneBatchSize is the store's prune batch (set by tests), or the default.
+func (s *Store) pruneBatchSize() int {
+	if s.pruneBatch > 0 {
+		return s.pruneBatch
+	}
+	return pruneBatchDefault
 }

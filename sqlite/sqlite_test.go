@@ -36,7 +36,8 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) *storetest.Harness {
 		s := openStore(t)
 		return &storetest.Harness{
-			Store: s,
+			Store:         s,
+			SetPruneBatch: s.SetPruneBatch,
 			Exec: func(ctx context.Context, sql string, args ...any) error {
 				_, err := s.DB().ExecContext(ctx, sql, args...)
 				return err

@@ -54,6 +54,8 @@ type Store struct {
 	db   *sql.DB
 	path string
 	busy time.Duration
+	// pruneBatch overrides pruneBatchDefault (tests).
+	pruneBatch int
 	// wlock serialises the write transactions this Store begins itself, so
 	// that they queue in Go rather than poll SQLite's busy handler against
 	// each other; other processes still meet SQLite's lock. A buffered

@@ -37,6 +37,10 @@ type Harness struct {
 	QueryInt func(ctx context.Context, sql string, args ...any) (int64, error)
 	// BeginTx begins a transaction of the kind the store's tx parameters take.
 	BeginTx func(ctx context.Context) (*Tx, error)
+	// SetPruneBatch, when set, sets how many records one transaction of the
+	// store's HistoryPrune deletes, so that the suite can prune across
+	// batches.
+	SetPruneBatch func(n int)
 }
 
 // Tx is a transaction begun by Harness.BeginTx.
