@@ -165,6 +165,10 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Observer is told of every check run, slot fired, sweep and failed use
+	// of the store, as they happen (see Observer; package metrics turns them
+	// into Prometheus metrics). Default NopObserver{}.
+	Observer Observer
 }
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -232,6 +236,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	return c
 }

@@ -35,16 +35,19 @@ func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, err
 
 // fireSlot stops dispatching new jobs when work ends, and interrupts running
 // checks (releasing their jobs untouched) when hard ends.
-func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind string) (*SlotRecord, error) {
+func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind string) (did *SlotRecord, err error) {
 	slot = slot.UTC()
 	if !c.cfg.Grid.IsBoundary(slot) {
 		return nil, fmt.Errorf("prescient: fire slot %s: not on the grid (%s)", slot.Format(time.RFC3339Nano), c.cfg.Grid)
 	}
+	start, began := c.now(), time.Now()
 	name := slot.Format(time.RFC3339)
 	ledger, err := c.ledgerStart(hard, slot, kind)
 	if err != nil {
+		c.storeError(StoreOpLedger, err)
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
+	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
 	did, unknown, cut := c.dispatch(work, hard, slot)
 	for check, n := range unknown {
 		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
@@ -63,12 +66,14 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(hard), stopTimeout)
 		defer cancel()
 		if err := c.drv.SlotFinish(lctx, ledger); err != nil {
+			c.storeError(StoreOpLedger, err)
 			cut = errors.Join(cut, err)
 		}
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, cut)
 	}
 	ledger.FinishedAt = c.now()
 	if err := c.drv.SlotFinish(hard, ledger); err != nil {
+		c.storeError(StoreOpLedger, err)
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	return did, nil
@@ -119,6 +124,7 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 	}
 	left, err := c.unfinished(work)
 	if err != nil {
+		c.storeError(StoreOpAttempts, err)
 		return did, unknown, fmt.Errorf("list attempts left unfinished: %w", err)
 	}
 	countUnknown := func(unk map[string]int) {
@@ -138,6 +144,7 @@ list:
 		due, err := c.drv.JobsDue(work, &driver.JobsDueParams{Slot: slot, AfterID: after, Limit: page})
 		page = c.pageSize()
 		if err != nil {
+			c.storeError(StoreOpJobsDue, err)
 			tally(nil, fmt.Errorf("list due jobs: %w", err))
 			break
 		}

@@ -27,9 +27,11 @@ func (c *Client) Start(ctx context.Context) error {
 			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())
 	}
 	if err := c.drv.GridSave(ctx, c.cfg.Grid); err != nil {
+		c.storeError(StoreOpStart, err)
 		return startError{err} // the driver says "save grid"
 	}
 	if err := c.SyncCatalog(ctx); err != nil {
+		c.storeError(StoreOpStart, err)
 		return startError{err}
 	}
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -55,13 +57,8 @@ func (c *Client) Start(ctx context.Context) error {
 		c.tickMu.Unlock()
 		// Start's caller may give up (a signal during a long start-up sweep).
 		sweepCtx, cancel := context.WithCancel(ctx)
-		res, err := c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode)
+		_, _ = c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode, SweepStartup) // logged by sweepFinished
 		cancel()
-		if err != nil {
-			c.log.Error("start-up sweep", "error", err)
-		} else if res.Jobs > 0 || res.Slots > 0 {
-			c.log.Info("start-up sweep", "mode", res.Mode, "slots", res.Slots, "jobs", res.Jobs)
-		}
 	}
 
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
@@ -69,9 +66,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.SweepSchedule != "-" {
 		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
 		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {
-			if _, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
-				c.log.Error("scheduled sweep", "error", err)
-			}
+			_, _ = c.sweep(work, hard, c.cfg.SweepMode, SweepScheduled) // logged by sweepFinished
 		}))
 	}
 	if c.cfg.PruneSchedule != "-" && c.cfg.HistoryRetention > 0 {
@@ -192,6 +187,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
 	if err := c.drv.ServerDelete(dctx, c.cfg.Server); err != nil {
+		c.storeError(StoreOpHeartbeat, err)
 		c.log.Warn("deregister", "error", err)
 	}
 	c.log.Info("stopped")

@@ -53,6 +53,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	if c.cfg.AutoOwnership {
 		servers, err := c.drv.ServerList(ctx)
 		if err != nil {
+			c.storeError(StoreOpHeartbeat, err)
 			return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err)) // the driver says "list servers"
 		}
 		live := []string{c.cfg.Server}
@@ -78,6 +79,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
 	if err != nil {
+		c.storeError(StoreOpHeartbeat, err)
 		return c.setHealth(fmt.Errorf("prescient: %w", err)) // the driver says "heartbeat of server ..."
 	}
 	return c.setHealth(nil)
@@ -124,11 +126,7 @@ func (c *Client) sweepSoon(reason string) {
 	}
 	go func() {
 		defer c.wg.Done()
-		if res, err := c.sweep(work, hard, c.cfg.SweepMode); err != nil {
-			c.log.Error("catch-up sweep", "reason", reason, "error", err)
-		} else if res.Jobs > 0 {
-			c.log.Info("catch-up sweep", "reason", reason, "mode", res.Mode, "slots", res.Slots, "jobs", res.Jobs)
-		}
+		_, _ = c.sweep(work, hard, c.cfg.SweepMode, reason) // logged by sweepFinished
 	}()
 }
 

@@ -27,20 +27,24 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 	if _, err := ParseSweepMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("prescient: sweep: %w", err)
 	}
-	return c.sweep(ctx, ctx, mode)
+	return c.sweep(ctx, ctx, mode, SweepCall)
 }
 
 // sweepBatch is how many overdue slots a run-mode sweep lists at a time.
 const sweepBatch = 100
 
-func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode) (*SweepResult, error) {
+// sweep sweeps in mode; trigger says why, for the log and the observer.
+func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger string) (res *SweepResult, err error) {
+	began := time.Now()
+	defer func() { c.sweepFinished(trigger, mode, res, time.Since(began), err) }()
 	now := c.now()
 	cur := c.cfg.Grid.Floor(now)
-	res := &SweepResult{Mode: mode}
+	res = &SweepResult{Mode: mode}
 	if mode == SweepReslot {
 		to := c.cfg.Grid.Next(now)
 		n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now})
 		if err != nil {
+			c.storeError(StoreOpSweep, err)
 			return nil, fmt.Errorf("prescient: sweep: reslot: %w", err)
 		}
 		res.Jobs, res.To = n, to
@@ -56,6 +60,7 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode) (*Sweep
 	for workCtx.Err() == nil {
 		overdue, err := c.drv.JobsOverdueSlots(workCtx, after, cur, sweepBatch)
 		if err != nil {
+			c.storeError(StoreOpSweep, err)
 			errs = append(errs, err)
 			break
 		}
@@ -73,6 +78,7 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode) (*Sweep
 				to := c.cfg.Grid.Ceil(s)
 				n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: s.Add(time.Microsecond), To: to, Now: now})
 				if err != nil {
+					c.storeError(StoreOpSweep, err)
 					errs = append(errs, fmt.Errorf("move jobs of off-grid slot %s: %w", s.Format(time.RFC3339Nano), err))
 					continue
 				}
@@ -103,6 +109,7 @@ func (c *Client) Prune(ctx context.Context) (int, error) {
 	}
 	n, err := c.drv.HistoryPrune(ctx, c.now().Add(-c.cfg.HistoryRetention))
 	if err != nil {
+		c.storeError(StoreOpPrune, err)
 		return 0, fmt.Errorf("prescient: prune history: %w", err)
 	}
 	return n, nil

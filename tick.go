@@ -58,6 +58,7 @@ func (c *Client) Tick(ctx context.Context) {
 	if from.Before(cur) {
 		var err error
 		if complete, err = c.completeSlots(ctx, from, cur); err != nil {
+			c.storeError(StoreOpLedger, err)
 			c.setHealth(fmt.Errorf("prescient: tick: read ledger: %w", err))
 			return
 		}
@@ -107,6 +108,7 @@ func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
 	}
 	due, err := c.drv.JobsDue(ctx, &driver.JobsDueParams{Slot: slot, Limit: c.cfg.BatchSize})
 	if err != nil {
+		c.storeError(StoreOpJobsDue, err)
 		return fmt.Errorf("prescient: tick: %w", err)
 	}
 	for _, d := range due {

@@ -166,6 +166,7 @@ log: {level: debug, format: json}
 		HistoryRetention:     -1,
 		PruneSchedule:        "-",
 		ShutdownGrace:        time.Minute,
+		Observer:             prescient.NopObserver{},
 	}
 	got.Now, got.Logger, got.Checks = nil, nil, nil
 	if !reflect.DeepEqual(got, want) {

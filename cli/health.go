@@ -9,6 +9,12 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/prescient-dev/prescient/metrics"
 )
 
 // readier is what the health endpoints ask: *prescient.Client.
@@ -51,20 +57,54 @@ func healthHandler(client readier, log *slog.Logger) http.Handler {
 	return mux
 }
 
-// serveHealth listens on addr and serves the health endpoints until the
-// returned function is called.
-func serveHealth(addr string, client readier, log *slog.Logger) (stop func(), err error) {
+// httpHandler is everything `run` serves on http.listen: GET /healthz and
+// /readyz (healthHandler) and GET /metrics (the Prometheus exposition format,
+// from gatherer). Mount further endpoints here; ready holds the client once
+// it has started.
+func (e *env) httpHandler(ready *startupReadier, gatherer prometheus.Gatherer, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	health := healthHandler(ready, log)
+	mux.Handle("GET /healthz", health)
+	mux.Handle("GET /readyz", health)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		// A collector that fails leaves its metrics out, not the scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      promLogger{log},
+	}))
+	mountStatusPage(mux, ready, log)
+	return mux
+}
+
+// metricsRegistry is the registry /metrics serves: the server's metrics
+// (m), and the Go runtime's and the process's.
+func metricsRegistry(m *metrics.Metrics) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// promLogger logs what promhttp reports (a metric that could not be
+// gathered or written).
+type promLogger struct{ log *slog.Logger }
+
+func (l promLogger) Println(v ...any) {
+	l.log.Warn("/metrics", "error", fmt.Sprint(v...))
+}
+
+// serveHTTP listens on addr and serves h until the returned function is
+// called.
+func serveHTTP(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
-	srv := &http.Server{Handler: healthHandler(client, log), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("health endpoints", "error", err)
+			log.Error("http", "error", err)
 		}
 	}()
-	log.Info("serving health endpoints", "addr", ln.Addr().String())
+	log.Info("serving http", "addr", ln.Addr().String(), "endpoints", []string{"/healthz", "/readyz", "/metrics"})
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
