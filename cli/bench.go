@@ -117,7 +117,10 @@ It prints the time and rate of each phase, the median (p50) and p99 time to
 fire one slot, the bytes and allocations per job (from runtime.MemStats: the
 whole process, so with SQLite they include the embedded database engine), and
 exact counts of the jobs checked, alerts written and jobs left pending.
---json prints the same for scripts, with durations in nanoseconds.
+--json prints the same for scripts, with durations in nanoseconds. When
+stderr is a terminal, a progress line there says which phase runs and how
+far it got (it costs a few allocations per redraw, ten times a second at
+most, next to the phases it measures).
 
 Timings depend on the machine and on what else runs on it: compare runs
 on one machine. For the per-operation Go benchmarks, see bench_test.go
@@ -138,10 +141,13 @@ on one machine. For the per-operation Go benchmarks, see bench_test.go
 			if err != nil {
 				return err
 			}
-			res, err := runBench(cmd.Context(), cfg.Database.URL, o, e.logger(cfg))
+			prog := newProgress(cmd.ErrOrStderr(), "bench")
+			res, err := runBench(cmd.Context(), cfg.Database.URL, o, e.logger(cfg), prog)
 			if err != nil {
+				prog.clear()
 				return err
 			}
+			prog.done("done")
 			return printBench(cmd.OutOrStdout(), res, o.json)
 		},
 	}
@@ -257,7 +263,8 @@ func (m *meter) stop(jobs int) benchPhase {
 
 // runBench runs the benchmark on a throwaway database (see openScratchDB),
 // which it removes at the end.
-func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger) (res *benchResult, err error) {
+// prog, which may be nil, says which phase runs.
+func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger, prog *progress) (res *benchResult, err error) {
 	db, err := openScratchDB(ctx, dbURL, "bench")
 	if err != nil {
 		return nil, err
@@ -280,6 +287,7 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 	if err := db.exec(ctx, benchDDL); err != nil {
 		return nil, fmt.Errorf("bench: create the bench tables: %w", err)
 	}
+	prog.set("inserting %d orders", o.jobs)
 	if err := benchOrders(ctx, db, o.jobs); err != nil {
 		return nil, err
 	}
@@ -318,20 +326,25 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 		params[i] = prescient.ScheduleParams{Entity: "order", Key: strconv.Itoa(i), Check: benchCheck, At: slotAt[i%o.slots]}
 	}
 	m := startMeter()
+	scheduled := 0
 	for batch := range slices.Chunk(params, o.scheduleBatch) {
+		prog.set("schedule: %d of %d jobs", scheduled, o.jobs)
 		if _, err := client.ScheduleMany(ctx, batch); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
+		scheduled += len(batch)
 	}
 	res.Schedule = m.stop(o.jobs)
 
+	prog.set("due query: %d slots", o.slots)
 	if res.DueQuery, err = benchDueQuery(ctx, client, slotAt); err != nil {
 		return nil, err
 	}
 
 	perSlot := make([]time.Duration, 0, o.slots)
 	m = startMeter()
-	for _, slot := range slotAt {
+	for i, slot := range slotAt {
+		prog.set("fire: slot %d of %d", i+1, o.slots)
 		clk.set(slot)
 		start := time.Now()
 		rec, err := client.FireSlot(ctx, slot)
@@ -369,11 +382,13 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 		}
 		return slotAt, nil
 	}
+	prog.set("fire batch: scheduling %d jobs", o.jobs)
 	if _, err := next(benchBatchCheck); err != nil {
 		return nil, err
 	}
 	m = startMeter()
-	for _, slot := range slotAt {
+	for i, slot := range slotAt {
+		prog.set("fire batch: slot %d of %d", i+1, o.slots)
 		clk.set(slot)
 		if _, err := client.FireSlot(ctx, slot); err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
@@ -383,11 +398,13 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger)
 	if res.BatchAlerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
 		return nil, err
 	}
+	prog.set("pure SQL: scheduling %d jobs", o.jobs)
 	if _, err := next(benchSQLCheck); err != nil {
 		return nil, err
 	}
 	m = startMeter()
-	for _, slot := range slotAt {
+	for i, slot := range slotAt {
+		prog.set("pure SQL: slot %d of %d", i+1, o.slots)
 		for range (o.jobs/o.slots + 1 + benchSQLChunk - 1) / benchSQLChunk {
 			if err := benchPureSQL(ctx, db, res.Store, slot); err != nil {
 				return nil, err

@@ -76,7 +76,10 @@ Afterwards:
      functions prescient_schedule, prescient_cancel and prescient_resolve are
      there for other languages.
 
-Keep the SQLite file until you are satisfied; prescient no longer reads it.`,
+Keep the SQLite file until you are satisfied; prescient no longer reads it.
+
+When stderr is a terminal, a progress line there counts the jobs and history
+records copied so far. --json prints what was copied as one JSON document.`,
 		Example: `  prescient copy --to postgres://app@db:5432/app
   prescient copy --config prescient.yaml --to postgres://app@db:5432/app --to-schema prescient`,
 		Args: cobra.NoArgs,
@@ -88,7 +91,7 @@ Keep the SQLite file until you are satisfied; prescient no longer reads it.`,
 			if err != nil {
 				return err
 			}
-			return runCopy(cmd.Context(), cmd.OutOrStdout(), cfg, o)
+			return runCopy(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.to, "to", "", "PostgreSQL `URL` to copy into (required)")
@@ -113,7 +116,7 @@ type copyResult struct {
 
 // runCopy opens both stores, refusing a missing SQLite file or a target that
 // is the source, copies, and reports.
-func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error {
+func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpts) error {
 	if cfg.Database.URL != "" {
 		if same, err := samePostgres(cfg.Database.URL, cfg.Database.Schema, o.to, o.toSchema); err != nil {
 			return err
@@ -136,10 +139,13 @@ func runCopy(ctx context.Context, out io.Writer, cfg *Config, o *copyOpts) error
 	if err := dst.Migrate(ctx); err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
-	res, err := copyStore(ctx, src.Driver(), dst, o.pageSize, cfg.clientConfig().Grid)
+	prog := newProgress(errOut, "copy")
+	res, err := copyStoreProgress(ctx, src.Driver(), dst, o.pageSize, cfg.clientConfig().Grid, prog)
 	if err != nil {
+		prog.clear()
 		return err
 	}
+	prog.done("%d job(s), %d history record(s), %d catalog entries copied", res.Jobs, res.History, res.Catalog)
 	res.From = describeOpen(ctx, src, cfg)
 	res.To = describePostgres(o.to, o.toSchema)
 	if o.json {
@@ -182,6 +188,13 @@ func samePostgres(srcURL, srcSchema, dstURL, dstSchema string) (bool, error) {
 // catalog, which are upserts and harmless to repeat; then every pending job
 // and history record, a page at a time, in one transaction on dst.
 func copyStore(ctx context.Context, src driver.Driver, dst *postgres.Store, pageSize int, grid slots.Grid) (*copyResult, error) {
+	return copyStoreProgress(ctx, src, dst, pageSize, grid, nil)
+}
+
+// copyStoreProgress is copyStore, counting the jobs and records copied on
+// prog (which may be nil).
+func copyStoreProgress(ctx context.Context, src driver.Driver, dst *postgres.Store, pageSize int, grid slots.Grid, prog *progress) (*copyResult, error) {
+	prog.set("checking the target is empty")
 	if err := refuseNonEmpty(ctx, dst); err != nil {
 		return nil, err
 	}
@@ -221,6 +234,7 @@ func copyStore(ctx context.Context, src driver.Driver, dst *postgres.Store, page
 			return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
 		}
 		res.Jobs += len(jobs)
+		prog.set("%d job(s) copied", res.Jobs)
 		if len(jobs) < pageSize {
 			break
 		}
@@ -235,11 +249,13 @@ func copyStore(ctx context.Context, src driver.Driver, dst *postgres.Store, page
 			return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
 		}
 		res.History += len(recs)
+		prog.set("%d job(s), %d history record(s) copied", res.Jobs, res.History)
 		if len(recs) < pageSize {
 			break
 		}
 		after = recs[len(recs)-1].ID
 	}
+	prog.set("%d job(s), %d history record(s) copied; committing", res.Jobs, res.History)
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("copy: commit on the target (nothing was committed): %w", err)
 	}

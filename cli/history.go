@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -21,6 +20,7 @@ type historyOpts struct {
 	since, until       string
 	limit              int
 	json               bool
+	full               bool
 
 	filter history.Filter // set by Validate
 	now    func() time.Time
@@ -83,10 +83,17 @@ guard_horizon, guard_past, failed), how many checks ran and when it finished.
 Filters combine; --outcome may be repeated or comma-separated. --since and
 --until take an RFC 3339 time or a duration before now (24h).
 
-The default output is a table for people, after the database it read; --json
-prints one JSON array of records for scripts. history only reads: with SQLite,
-a database.path that names no file is an error, not a new empty database.`,
-		Example: `  prescient history --entity order --key 42
+The default output is a table for people, after the database it read, with
+the failures in a row each job ended with and its last error. An error is cut
+to 60 characters in the table; --full prints it whole, and --json always
+does. Errors come from checks: control characters in them (newline, escape…)
+are shown escaped (\n, \x1b), never sent to the terminal. When more records
+match than --limit, a last line says so. --json prints one JSON array of
+records for scripts (and says on stderr when more records match).
+
+history only reads: with SQLite, a database.path that names no file is an
+error, not a new empty database.`,
+		Example: `  prescient history --entity order --key 42 --full
   prescient history --check order_unshipped --outcome failed,guard_horizon --since 24h
   prescient history --limit 1000 --json | jq '.[].key'`,
 		Args: cobra.NoArgs,
@@ -102,7 +109,7 @@ a database.path that names no file is an error, not a new empty database.`,
 			if !o.json {
 				s.header(cmd.OutOrStdout())
 			}
-			return printHistory(cmd.Context(), cmd.OutOrStdout(), s.client, o.filter, o.json)
+			return printHistory(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
 		},
 	}
 	fl := cmd.Flags()
@@ -113,41 +120,86 @@ a database.path that names no file is an error, not a new empty database.`,
 	fl.StringVar(&o.since, "since", "", "finished at or after `TIME` (RFC 3339, or a duration ago: 24h)")
 	fl.StringVar(&o.until, "until", "", "finished before `TIME` (RFC 3339, or a duration ago)")
 	fl.IntVar(&o.limit, "limit", 0, fmt.Sprintf("at most `N` records (0 means %d)", history.LimitDefault))
-	fl.BoolVar(&o.json, "json", false, "print JSON for scripts")
+	fl.BoolVar(&o.json, "json", false, "print JSON for scripts (errors whole)")
+	fl.BoolVar(&o.full, "full", false, "print each last error whole, not cut to 60 characters")
+	e.completeFlag(cmd, "entity", argEntity)
+	e.completeFlag(cmd, "check", argCheck)
+	completeOutcomes(cmd, "outcome")
 	return cmd
 }
 
-func printHistory(ctx context.Context, out io.Writer, c *prescient.Client, f history.Filter, asJSON bool) error {
+// historyErrorWidth is where the history table cuts an error, without
+// --full.
+const historyErrorWidth = 60
+
+// printHistory prints the records o selects, as a table or as JSON, and
+// says when more records match than were asked for: it reads one record
+// more than --limit to know.
+func printHistory(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *historyOpts) error {
+	f := o.filter
+	limit := f.EffectiveLimit()
+	f.Limit = min(limit+1, history.LimitMax)
 	recs, err := c.History(ctx, f)
 	if err != nil {
 		return err
 	}
-	if asJSON {
+	more := ""
+	switch {
+	case len(recs) > limit:
+		recs = recs[:limit]
+		more = fmt.Sprintf("more records match than the %d shown: raise --limit (at most %d) or narrow the filters (--since, --until, --outcome, --check, --entity)", limit, history.LimitMax)
+	case len(recs) == history.LimitMax:
+		more = fmt.Sprintf("%d records shown, the most history lists at once: more may match; narrow the filters (--since, --until, --outcome, --check, --entity)", limit)
+	}
+	if o.json {
 		if recs == nil {
 			recs = []*history.Record{}
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(recs)
+		if more != "" {
+			fmt.Fprintln(errOut, "note: "+more)
+		}
+		return writeJSON(out, recs)
 	}
-	writeHistoryTable(out, recs)
+	writeHistoryRecords(out, recs, o.full)
+	if more != "" {
+		fmt.Fprintln(out, more)
+	}
 	return nil
 }
 
-// writeHistoryTable prints records as a table for people.
+// writeHistoryTable prints records as a table for people, errors cut.
 func writeHistoryTable(out io.Writer, recs []*history.Record) {
+	writeHistoryRecords(out, recs, false)
+}
+
+// writeHistoryRecords prints records as a table for people; full prints
+// every error whole. Text that came from a check is escaped (safeText).
+func writeHistoryRecords(out io.Writer, recs []*history.Record, full bool) {
 	if len(recs) == 0 {
 		fmt.Fprintln(out, "no history records match")
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FINISHED\tENTITY\tKEY\tCHECK\tOUTCOME\tCHECKS\tFIRST SLOT\tLAST SLOT\tBY\tLAST ERROR")
+	fmt.Fprintln(tw, "FINISHED\tENTITY\tKEY\tCHECK\tOUTCOME\tCHECKS\tFAILURES\tFIRST SLOT\tLAST SLOT\tBY\tLAST ERROR")
+	wasCut := false
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n",
-			fmtTime(r.FinishedAt), r.Entity, r.Key, r.Check, r.Outcome, r.CheckCount,
-			fmtTime(r.FirstCheckAt), fmtTime(r.LastCheckAt), r.FinishedBy, truncate(r.LastError, 60))
+		msg := safeText(r.LastError)
+		if !full {
+			var c bool
+			msg, c = cut(msg, historyErrorWidth)
+			wasCut = wasCut || c
+		}
+		if msg == "" {
+			msg = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
+			fmtTime(r.FinishedAt), r.Entity, safeText(r.Key), r.Check, r.Outcome, r.CheckCount, r.FailureCount,
+			fmtTime(r.FirstCheckAt), fmtTime(r.LastCheckAt), safeText(r.FinishedBy), msg)
 	}
 	tw.Flush()
+	if wasCut {
+		fmt.Fprintf(out, "errors cut to %d characters (…): --full prints them whole, as --json does\n", historyErrorWidth)
+	}
 }
 
 func fmtTime(t time.Time) string {
@@ -155,11 +207,4 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -23,6 +22,7 @@ type scheduleOpts struct {
 	payload            string
 	onConflict         string
 	requireKnown       bool
+	json               bool
 
 	// Set by Validate.
 	when    time.Time     // from --at
@@ -33,23 +33,9 @@ type scheduleOpts struct {
 
 // Validate checks the flags and parses them; errors name the flag and value.
 func (o *scheduleOpts) Validate() error {
-	switch {
-	case o.at == "" && o.in == "":
-		return errors.New("say when to check: --at TIME (RFC 3339, e.g. 2030-06-01T15:04:05Z) or --in DURATION (e.g. 3h)")
-	case o.at != "" && o.in != "":
-		return fmt.Errorf("--at %q and --in %q both say when to check; give only one", o.at, o.in)
-	case o.at != "":
-		t, err := time.Parse(time.RFC3339, o.at)
-		if err != nil {
-			return fmt.Errorf("--at %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", o.at)
-		}
-		o.when = t
-	default:
-		d, err := time.ParseDuration(o.in)
-		if err != nil || d < 0 {
-			return fmt.Errorf("--in %q is not a positive Go duration (want e.g. 90s, 15m or 3h30m)", o.in)
-		}
-		o.after = d
+	var err error
+	if o.when, o.after, err = parseAtIn(o.at, o.in, true); err != nil {
+		return err
 	}
 	if o.payload != "" {
 		if !json.Valid([]byte(o.payload)) {
@@ -89,11 +75,15 @@ in a slot no server fires.
 A CHECK that no server has registered (it is not in the check catalog that
 every starting server and migrate record) is scheduled with a warning naming
 the known checks: its job waits until a server that runs it starts.
---require-known-check refuses it instead.`,
+--require-known-check refuses it instead.
+
+--json prints the scheduled job (with the position of its slot) as JSON for
+scripts.`,
 		Example: `  prescient schedule order 42 order_unshipped --in 3h
   prescient schedule order 42 order_unshipped --at 2030-06-01T15:00:00Z --payload '{"amount": 42}'
   prescient schedule order 42 order_unshipped --in 3h --on-conflict keep
-  prescient schedule order 42 order_unshipped --in 3h --require-known-check`,
+  prescient schedule order 42 order_unshipped --in 3h --require-known-check
+  prescient schedule order 42 order_unshipped --in 3h --json`,
 		Args: positionalArgs("ENTITY", "KEY", "CHECK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.check = args[0], args[1], args[2]
@@ -105,7 +95,9 @@ the known checks: its job waits until a server that runs it starts.
 				return err
 			}
 			defer s.close()
-			s.header(cmd.OutOrStdout())
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
 			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client.Store().Driver(), o.check, o.requireKnown); err != nil {
 				return err
 			}
@@ -117,6 +109,11 @@ the known checks: its job waits until a server that runs it starts.
 	cmd.Flags().StringVar(&o.payload, "payload", "", "`JSON` handed to the check")
 	cmd.Flags().StringVar(&o.onConflict, "on-conflict", string(prescient.ConflictReplace), "what to do when the job is already pending: replace or keep")
 	cmd.Flags().BoolVar(&o.requireKnown, "require-known-check", false, "refuse a CHECK that no server has registered (not in the check catalog), rather than warn")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the scheduled job as JSON for scripts")
+	e.completeArgs(cmd, argEntity, argNone, argCheck)
+	completeWords(cmd, "on-conflict",
+		cobra.CompletionWithDesc(string(prescient.ConflictReplace), "move the pending job to the new time"),
+		cobra.CompletionWithDesc(string(prescient.ConflictKeep), "leave the pending job untouched"))
 	return cmd
 }
 
@@ -163,6 +160,9 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 		return err
 	}
 	g := c.Config().Grid
+	if o.json {
+		return writeJSON(out, scheduledJob{job, g.Position(job.NextCheckAt)})
+	}
 	fmt.Fprintf(out, "%s/%s %s: next check in slot %s (position %d, %s); first check %s, %d check(s) so far\n",
 		job.Entity, job.Key, job.Check, job.NextCheckAt.UTC().Format(time.RFC3339),
 		g.Position(job.NextCheckAt), positionLabel(g, g.Position(job.NextCheckAt)),
@@ -170,22 +170,34 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 	return nil
 }
 
-// cancelOpts are the arguments of `prescient cancel`.
-type cancelOpts struct{ entity, key, check string }
+// scheduledJob is the --json output of schedule and reschedule: the pending
+// job and the position of its slot in the ownership cycle.
+type scheduledJob struct {
+	*prescient.Job
+	Position int `json:"position"`
+}
+
+// cancelOpts are the arguments and flags of `prescient cancel`.
+type cancelOpts struct {
+	entity, key, check string
+	json               bool
+}
 
 // Validate accepts any arguments; the client checks the names.
 func (o *cancelOpts) Validate() error { return nil }
 
 func (e *env) cancelCommand() *cobra.Command {
 	o := &cancelOpts{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "cancel ENTITY KEY [CHECK]",
 		Short: "Cancel a pending check of an entity, or all of them",
 		Long: `cancel moves the pending job (ENTITY, KEY, CHECK), or every pending job of the
 entity when CHECK is left out, to history with outcome cancelled, and prints
-how many it cancelled. Cancelling what is not pending is not an error.`,
+how many it cancelled. Cancelling what is not pending is not an error.
+--json prints {"cancelled": N} for scripts.`,
 		Example: `  prescient cancel order 42 order_unshipped
-  prescient cancel order 42`,
+  prescient cancel order 42
+  prescient cancel order 42 --json`,
 		Args: positionalArgs("ENTITY", "KEY", "[CHECK]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key = args[0], args[1]
@@ -200,34 +212,47 @@ how many it cancelled. Cancelling what is not pending is not an error.`,
 				return err
 			}
 			defer s.close()
-			s.header(cmd.OutOrStdout())
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
 			n, err := s.client.Cancel(cmd.Context(), o.entity, o.key, o.check)
 			if err != nil {
 				return err
+			}
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), map[string]int{"cancelled": n})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "cancelled %d job(s)\n", n)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
+	e.completeArgs(cmd, argEntity, argNone, argCheck)
+	return cmd
 }
 
-// resolveOpts are the arguments of `prescient resolve`.
-type resolveOpts struct{ entity, key, event string }
+// resolveOpts are the arguments and flags of `prescient resolve`.
+type resolveOpts struct {
+	entity, key, event string
+	json               bool
+}
 
 // Validate accepts any arguments; the client checks the names.
 func (o *resolveOpts) Validate() error { return nil }
 
 func (e *env) resolveCommand() *cobra.Command {
 	o := &resolveOpts{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "resolve ENTITY KEY EVENT",
 		Short: "Say that an event happened to an entity, settling the checks that awaited it",
 		Long: `resolve moves every pending job of the entity whose check awaits EVENT to
 history with outcome resolved, and prints how many. Which checks await which
 events comes from the check catalog, recorded by every server at start-up
-(and by this command for the checks built into this binary).`,
-		Example: `  prescient resolve order 42 shipped`,
-		Args:    positionalArgs("ENTITY", "KEY", "EVENT"),
+(and by this command for the checks built into this binary). --json prints
+{"resolved": N} for scripts.`,
+		Example: `  prescient resolve order 42 shipped
+  prescient resolve order 42 shipped --json`,
+		Args: positionalArgs("ENTITY", "KEY", "EVENT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.event = args[0], args[1], args[2]
 			if err := o.Validate(); err != nil {
@@ -238,7 +263,9 @@ events comes from the check catalog, recorded by every server at start-up
 				return err
 			}
 			defer s.close()
-			s.header(cmd.OutOrStdout())
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
 			if err := addMissingCatalog(cmd.Context(), s.client.Store().Driver(), e.opts.Checks); err != nil {
 				return err
 			}
@@ -246,10 +273,16 @@ events comes from the check catalog, recorded by every server at start-up
 			if err != nil {
 				return err
 			}
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), map[string]int{"resolved": n})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "resolved %d job(s)\n", n)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
+	e.completeArgs(cmd, argEntity, argNone, argEvent)
+	return cmd
 }
 
 // addMissingCatalog records the catalog entries of this binary's checks that

@@ -13,14 +13,16 @@ import (
 )
 
 // slotsOpts are the options of `prescient slots`.
-type slotsOpts struct{}
+type slotsOpts struct {
+	json bool
+}
 
 // Validate accepts every slotsOpts.
 func (o *slotsOpts) Validate() error { return nil }
 
 func (e *env) slotsCommand() *cobra.Command {
 	o := &slotsOpts{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "slots",
 		Short: "Print the slot grid and the ownership table, and check the configuration",
 		Long: `slots prints the slot grid (resolution, offset, ownership cycle), each position
@@ -28,9 +30,14 @@ of the cycle with the clock time its slots start at, and which servers fire
 each position. It then validates the whole configuration: overlapping owners
 are reported as warnings (safe, but usually a mistake); a position that no
 server fires, or any other invalid setting, is an error and the exit status is
-non-zero. It needs no database.`,
-		Example: `  prescient slots --config /etc/prescient.yaml`,
-		Args:    cobra.NoArgs,
+non-zero. It needs no database.
+
+--json prints the same as one JSON document for scripts: the grid, each
+position with its start and servers, the warnings, and "valid" with the
+configuration's error, if any (the exit status is non-zero then too).`,
+		Example: `  prescient slots --config /etc/prescient.yaml
+  prescient slots --json | jq '.positions[] | select(.servers == [])'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -39,9 +46,89 @@ non-zero. It needs no database.`,
 			if err != nil {
 				return err
 			}
+			if o.json {
+				return printSlotsJSON(cmd.OutOrStdout(), cfg)
+			}
 			return printSlots(cmd.OutOrStdout(), cfg)
 		},
 	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")
+	return cmd
+}
+
+// slotsReport is the --json output of slots.
+type slotsReport struct {
+	Resolution string `json:"resolution"`
+	Offset     string `json:"offset"`
+	Cycle      string `json:"cycle"`
+	// Ownership is "static", "auto" (spread over the live servers) or
+	// "every" (no static map: every server fires every position).
+	Ownership string          `json:"ownership"`
+	Positions []slotsPosition `json:"positions"`
+	Warnings  []string        `json:"warnings"`
+	// Valid says the whole configuration is valid; Error says why not.
+	Valid bool   `json:"valid"`
+	Error string `json:"error,omitempty"`
+}
+
+// slotsPosition is one position of the cycle in slotsReport.
+type slotsPosition struct {
+	Position int    `json:"position"`
+	Starts   string `json:"starts"`
+	// Servers lists the static owners; empty with another Ownership, and
+	// for a position no server fires.
+	Servers []string `json:"servers"`
+}
+
+// printSlotsJSON is printSlots as one JSON document. A configuration whose
+// grid is invalid has no positions to print: its error alone is returned.
+func printSlotsJSON(out io.Writer, cfg *Config) error {
+	pc := cfg.clientConfig()
+	g := pc.Grid
+	if err := g.Validate(); err != nil {
+		return cfg.Validate()
+	}
+	n := g.Positions()
+	rep := &slotsReport{Resolution: g.Resolution.String(), Offset: g.Offset.String(), Cycle: cycleOf(g).String(),
+		Ownership: "static", Positions: make([]slotsPosition, n), Warnings: []string{}}
+	switch {
+	case pc.AutoOwnership:
+		rep.Ownership = "auto"
+	case len(pc.Ownership) == 0:
+		rep.Ownership = "every"
+	}
+	for p := range n {
+		rep.Positions[p] = slotsPosition{Position: p, Starts: positionLabel(g, p), Servers: []string{}}
+		if rep.Ownership == "static" {
+			rep.Positions[p].Servers = append(rep.Positions[p].Servers, pc.Ownership.Owners(p)...)
+		}
+	}
+	rep.Warnings = append(rep.Warnings, overlapWarnings(cfg)...)
+	verr := cfg.Validate()
+	rep.Valid = verr == nil
+	if verr != nil {
+		rep.Error = verr.Error()
+	}
+	if err := writeJSON(out, rep); err != nil {
+		return err
+	}
+	return verr
+}
+
+// overlapWarnings says which positions several servers fire.
+func overlapWarnings(cfg *Config) []string {
+	pc := cfg.clientConfig()
+	g := pc.Grid
+	n := g.Positions()
+	rep := pc.Ownership.Check(n)
+	var out []string
+	for p := range n {
+		if s, ok := rep.Overlaps[p]; ok {
+			out = append(out, fmt.Sprintf("position %d (%s) is fired by %d servers: %s (safe, but each slot is fired twice)",
+				p, positionLabel(g, p), len(s), strings.Join(s, ", ")))
+		}
+	}
+	return out
 }
 
 // printSlots prints the grid and the ownership table of cfg, then validates
@@ -78,12 +165,8 @@ func printSlots(out io.Writer, cfg *Config) error {
 	}
 	tw.Flush()
 
-	rep := own.Check(n)
-	for p := range n {
-		if s, ok := rep.Overlaps[p]; ok {
-			fmt.Fprintf(out, "warning: position %d (%s) is fired by %d servers: %s (safe, but each slot is fired twice)\n",
-				p, positionLabel(g, p), len(s), strings.Join(s, ", "))
-		}
+	for _, w := range overlapWarnings(cfg) {
+		fmt.Fprintln(out, "warning: "+w)
 	}
 	if err := cfg.Validate(); err != nil {
 		return err

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,6 +12,7 @@ import (
 // sweepOpts are the flags of `prescient sweep`.
 type sweepOpts struct {
 	mode string // empty: sweep.mode from the configuration
+	json bool
 }
 
 // Validate checks --mode.
@@ -37,41 +36,70 @@ that no server processed (downtime, a crash). With --mode run it fires their
 slots now, oldest first, running the checks in this process (so only checks
 built into this binary run; others stay pending). With --mode reslot it moves
 them to the next slot, where its owner fires them. The default is sweep.mode
-from the configuration.`,
+from the configuration.
+
+When stderr is a terminal, a progress line there counts the slots fired and
+the jobs checked while the sweep runs. --json prints the result as one JSON
+document for scripts ({"mode", "slots", "jobs", "to"}).`,
 		Example: `  prescient sweep
-  prescient sweep --mode reslot`,
+  prescient sweep --mode reslot
+  prescient sweep --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			prog := newProgress(cmd.ErrOrStderr(), "sweep")
+			var counts *sweepProgress
+			if prog != nil {
+				// Only this command's client is built from e: the counts
+				// are this sweep's.
+				counts = &sweepProgress{p: prog}
+				e.observer = counts
 			}
 			s, err := e.open(cmd.Context(), access{rounds: true})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			s.header(cmd.OutOrStdout())
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
 			mode := prescient.SweepMode(s.cfg.Sweep.Mode)
 			if o.mode != "" {
 				mode = prescient.SweepMode(o.mode)
 			}
-			return sweep(cmd.Context(), cmd.OutOrStdout(), s.client, mode)
+			if mode == prescient.SweepReslot {
+				prog.set("moving the overdue jobs to the next slot")
+			} else {
+				prog.set("looking for overdue slots")
+			}
+			res, err := s.client.Sweep(cmd.Context(), mode)
+			if err != nil {
+				prog.clear()
+				return err
+			}
+			prog.done("%s", sweepText(res))
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "sweep "+sweepText(res))
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.mode, "mode", "", "run (check overdue jobs now) or reslot (move them to the next slot); default sweep.mode")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON for scripts")
+	completeWords(cmd, "mode",
+		cobra.CompletionWithDesc(string(prescient.SweepRun), "check the overdue jobs now, in this process"),
+		cobra.CompletionWithDesc(string(prescient.SweepReslot), "move the overdue jobs to the next slot"))
 	return cmd
 }
 
-func sweep(ctx context.Context, out io.Writer, c *prescient.Client, mode prescient.SweepMode) error {
-	res, err := c.Sweep(ctx, mode)
-	if err != nil {
-		return err
+// sweepText says what a sweep did: "(run): fired 2 overdue slot(s), checked
+// 40 job(s)".
+func sweepText(res *prescient.SweepResult) string {
+	if res.Mode == prescient.SweepReslot {
+		return fmt.Sprintf("(reslot): moved %d overdue job(s) to slot %s", res.Jobs, res.To.UTC().Format(time.RFC3339))
 	}
-	switch res.Mode {
-	case prescient.SweepReslot:
-		fmt.Fprintf(out, "sweep (reslot): moved %d overdue job(s) to slot %s\n", res.Jobs, res.To.UTC().Format(time.RFC3339))
-	default:
-		fmt.Fprintf(out, "sweep (run): fired %d overdue slot(s), checked %d job(s)\n", res.Slots, res.Jobs)
-	}
-	return nil
+	return fmt.Sprintf("(run): fired %d overdue slot(s), checked %d job(s)", res.Slots, res.Jobs)
 }

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// writeJSON writes v as the one indented JSON document of a command's
+// --json output.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// safeText makes s, which came from a check (an error message) or from an
+// older row, safe to print to a terminal on one line: control characters
+// (newline, tab, escape…), bidirectional and zero-width characters, line and
+// paragraph separators and invalid UTF-8 are written as Go escapes (\n,
+// \x1b, \u202e), so that the text cannot move the cursor, recolour the
+// terminal or reorder a line. Text that needs an escape has its backslashes
+// doubled too, so that nothing is lost; text that needs none is returned
+// as it is.
+func safeText(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case unsafeRune(r) && r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unsafeRune(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// unsafeRune reports the characters safeText escapes: those a key may not
+// hold (see checks.ValidateKey), and any other format character.
+func unsafeRune(r rune) bool {
+	switch {
+	case unicode.IsControl(r), // C0, DEL, C1
+		unicode.Is(unicode.Cf, r), // bidi controls, zero-width characters, BOM
+		r == '\u2028', r == '\u2029':
+		return true
+	}
+	return false
+}
+
+// cut shortens s, already made safe, to at most n runes, ending it with "…"
+// when it was longer.
+func cut(s string, n int) (string, bool) {
+	if utf8.RuneCountInString(s) <= n {
+		return s, false
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…", true
+}
+
+// parseTimeFlag reads a flag's RFC 3339 time, the format schedule --at takes.
+func parseTimeFlag(flag, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", flag, s)
+	}
+	return t, nil
+}
+
+// parseAtIn reads the --at TIME and --in DURATION pair that says when to
+// check: at most one of them, and one of them when required. It returns the
+// time of --at, or the duration of --in.
+func parseAtIn(at, in string, required bool) (time.Time, time.Duration, error) {
+	switch {
+	case at == "" && in == "":
+		if required {
+			return time.Time{}, 0, fmt.Errorf("say when to check: --at TIME (RFC 3339, e.g. 2030-06-01T15:04:05Z) or --in DURATION (e.g. 3h)")
+		}
+		return time.Time{}, 0, nil
+	case at != "" && in != "":
+		return time.Time{}, 0, fmt.Errorf("--at %q and --in %q both say when to check; give only one", at, in)
+	case at != "":
+		t, err := parseTimeFlag("--at", at)
+		return t, 0, err
+	}
+	d, err := time.ParseDuration(in)
+	if err != nil || d < 0 {
+		return time.Time{}, 0, fmt.Errorf("--in %q is not a positive Go duration (want e.g. 90s, 15m or 3h30m)", in)
+	}
+	return time.Time{}, d, nil
+}
