@@ -95,6 +95,7 @@ func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (
 		t, rest, err := c.runTx(work, hard, slot, &g, ids, c.optimistic() && !g.settle, nil, 0, claimed)
 		total.Add(t)
 		if err != nil {
+			c.storeError(StoreOpGroup, err)
 			if g.batch != nil {
 				return total, fmt.Errorf("%d job(s) of check %s: %w", len(ids), g.batch.Name, err)
 			}
@@ -343,8 +344,9 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	limits := c.cfg.Guards.Override(u.check.Opts.Guards)
 	runCtx, cancelRun := context.WithTimeout(hard, limits.Runtime)
 	ct := newCheckTx(tx, runCtx)
+	ob := newOutbox(ct, u.check, u.jobs)
 	for _, j := range u.jobs {
-		j.Tx = ct
+		j.Tx, j.Outbox = ct, ob
 	}
 	if c.log.Enabled(hard, slog.LevelDebug) {
 		// The last such line before a crash names the culprit.
@@ -393,6 +395,7 @@ func (c *Client) decideUnit(limits guards.Limits, u unit, results []checks.Resul
 		}
 		d := p.decide(limits, j, r)
 		d.Runtime = per
+		c.checkFinished(j.Check, j.Slot, d, r.Err)
 		switch {
 		case d.Outcome == history.Failed:
 			c.log.Warn("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", r.Err)

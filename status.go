@@ -23,6 +23,9 @@ type Status struct {
 	// Outcomes counts history records per outcome over the last day.
 	Outcomes map[history.Outcome]int `json:"outcomes_24h"`
 	Servers  []*Server               `json:"servers"`
+	// Deliveries counts, per sink, the pending and dead deliveries of
+	// events and those delivered over the last day.
+	Deliveries map[string]*DeliveryCount `json:"deliveries"`
 }
 
 // StatusOpts tunes Status. Zero values take defaults.
@@ -62,6 +65,9 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
 	if st.Servers, err = c.drv.ServerList(ctx); err != nil {
+		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	if st.Deliveries, err = c.drv.DeliveryCounts(ctx, now.Add(-24*time.Hour)); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
 	return st, nil

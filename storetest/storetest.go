@@ -101,6 +101,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CopyIDSequence", testCopyIDSequence},
 		{"CopyImportConflicts", testCopyImportConflicts},
 		{"CopyImportCallerTx", testCopyImportCallerTx},
+		{"OutboxRecord", testOutboxRecord},
+		{"DeliveryLease", testDeliveryLease},
+		{"DeliveryConcurrentClaims", testDeliveryConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

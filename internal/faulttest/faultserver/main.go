@@ -9,6 +9,10 @@
 // checked once more, two slots later; {"work_ms": N} makes each check take N
 // milliseconds, so that kills land mid-slot; {"exit": true} makes the check
 // kill its own process (exit status 3), as a fatal error in a check would.
+//
+// With FAULT_EMIT_SINKS set (sink names, comma-separated, configured in the
+// tests' sinks section), a second check, "fault_emit", raises one event per
+// job (job.Emit, stage "alert"), delivered to those sinks, and is done.
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -62,11 +67,27 @@ func check(server string) checks.Func {
 	}
 }
 
+// emit raises the job's alert event and is done.
+func emit(ctx context.Context, j *checks.Job) (time.Time, error) {
+	payload, err := json.Marshal(map[string]string{"key": j.Key})
+	if err != nil {
+		return time.Time{}, err
+	}
+	_, err = j.Emit(ctx, checks.Event{Name: "fault.alert", Stage: "alert", Severity: "warning", Payload: payload})
+	return time.Time{}, err
+}
+
 func main() {
 	reg := &checks.Registry{}
 	if err := reg.Register("fault", check(os.Getenv("PRESCIENT_SERVER")), nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if sinks := os.Getenv("FAULT_EMIT_SINKS"); sinks != "" {
+		if err := reg.Register("fault_emit", emit, &checks.Opts{Sinks: strings.Split(sinks, ",")}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	opts := &cli.Opts{Checks: reg}
 	if skew := os.Getenv("FAULT_CLOCK_SKEW_MS"); skew != "" {

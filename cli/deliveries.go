@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient"
+)
+
+// deliveriesOpts are the flags of `prescient deliveries`.
+type deliveriesOpts struct {
+	sink, state string
+	limit       int
+	json, full  bool
+}
+
+// deliveriesLimitMax is the most deliveries listed at once.
+const deliveriesLimitMax = 1000
+
+// Validate checks the state and the limit.
+func (o *deliveriesOpts) Validate() error {
+	if o.state != "" && !prescient.DeliveryState(o.state).Valid() {
+		return fmt.Errorf("--state %q: want pending, delivered or dead", o.state)
+	}
+	if o.limit < 1 || o.limit > deliveriesLimitMax {
+		return fmt.Errorf("--limit %d must be between 1 and %d", o.limit, deliveriesLimitMax)
+	}
+	return nil
+}
+
+func (e *env) deliveriesCommand() *cobra.Command {
+	o := &deliveriesOpts{}
+	cmd := &cobra.Command{
+		Use:   "deliveries",
+		Short: "List the deliveries of events to sinks: pending, delivered, dead",
+		Long: `deliveries lists the deliveries of the events checks raised to their sinks,
+newest event first: the event's id, the sink, the state (pending, delivered
+or dead), the attempts made, when the next attempt is due (pending) or when
+it was delivered, the last status the sink answered (an HTTP status), the
+idempotency key (entity/key/check/stage), the event, and the last error. A
+pending delivery whose attempt is under way shows the server that holds it.
+An error is cut to 60 characters in the table; --full prints it whole, and
+--json always does.
+
+A dead delivery is not tried again by the servers: its sink refused or
+failed it max_attempts times. The event stays in prescient_outbox.
+
+deliveries only reads: with SQLite, a database.path that names no file is
+an error, not a new empty database.`,
+		Example: `  prescient deliveries --state dead
+  prescient deliveries --sink ops --limit 200 --json | jq '.[] | select(.attempts > 3)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			s, err := e.open(cmd.Context(), access{readOnly: true})
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if !o.json {
+				s.header(cmd.OutOrStdout())
+			}
+			return printDeliveries(cmd.Context(), cmd.OutOrStdout(), s.client, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.sink, "sink", "", "only this `SINK`")
+	fl.StringVar(&o.state, "state", "", "only this `STATE`: pending, delivered or dead")
+	fl.IntVar(&o.limit, "limit", 50, fmt.Sprintf("at most `N` deliveries (at most %d)", deliveriesLimitMax))
+	fl.BoolVar(&o.json, "json", false, "print JSON for scripts (errors whole)")
+	fl.BoolVar(&o.full, "full", false, "print each last error whole, not cut to 60 characters")
+	return cmd
+}
+
+// deliveriesErrorWidth is where the table cuts an error, without --full.
+const deliveriesErrorWidth = 60
+
+func printDeliveries(ctx context.Context, out io.Writer, c *prescient.Client, o *deliveriesOpts) error {
+	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state), Limit: o.limit})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if ds == nil {
+			ds = []*prescient.Delivery{}
+		}
+		return writeJSON(out, ds)
+	}
+	if len(ds) == 0 {
+		fmt.Fprintln(out, "no deliveries match")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT\tSINK\tSTATE\tATTEMPTS\tWHEN\tSTATUS\tIDEMPOTENCY KEY\tEVENT NAME\tLAST ERROR")
+	wasCut := false
+	for _, d := range ds {
+		when := ""
+		switch d.State {
+		case prescient.DeliveryPending:
+			when = "next " + fmtTime(d.NextAttemptAt)
+			if d.LeaseOwner != "" {
+				when = "sending (" + safeText(d.LeaseOwner) + ") until " + fmtTime(d.NextAttemptAt)
+			}
+		case prescient.DeliveryDelivered:
+			when = fmtTime(d.DeliveredAt)
+		default:
+			when = "since " + fmtTime(d.UpdatedAt)
+		}
+		status := "-"
+		if d.LastStatus != 0 {
+			status = fmt.Sprint(d.LastStatus)
+		}
+		msg := safeText(d.LastError)
+		if !o.full {
+			var c bool
+			msg, c = cut(msg, deliveriesErrorWidth)
+			wasCut = wasCut || c
+		}
+		if msg == "" {
+			msg = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Event.ID, d.Sink, d.State, d.Attempts, when, status,
+			safeText(d.Event.IdempotencyKey), d.Event.Event, msg)
+	}
+	tw.Flush()
+	if wasCut {
+		fmt.Fprintf(out, "errors cut to %d characters (…): --full prints them whole, as --json does\n", deliveriesErrorWidth)
+	}
+	return nil
+}
+
+// deliveryCounts prints the per-sink counts of Status.Deliveries for
+// `prescient status`: "ops 2 pending, 10 delivered (24h), 1 dead; audit …",
+// or "none".
+func deliveryCounts(m map[string]*prescient.DeliveryCount) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	sinks := make([]string, 0, len(m))
+	for s := range m {
+		sinks = append(sinks, s)
+	}
+	slices.Sort(sinks)
+	parts := make([]string, len(sinks))
+	for i, s := range sinks {
+		c := m[s]
+		parts[i] = fmt.Sprintf("%s %d pending, %d delivered (24h), %d dead", s, c.Pending, c.Delivered, c.Dead)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,183 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient/delivery"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// Each sink has a worker of its own: while one sink's receiver holds its
+// request, another sink's events are delivered. Stopping with the slow
+// send still under way cancels it once Stop's context ends, and gives the
+// attempt back (it does not count; the delivery is due again at once).
+func TestSlowSinkDelaysOnlyItself(t *testing.T) {
+	forEachStore(t, func(t *testing.T, drv driver.Driver) {
+		clk := newClock()
+		arrived := make(chan struct{})
+		var once sync.Once
+		slow := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			once.Do(func() { close(arrived) })
+			<-r.Context().Done() // holds the request until the sender gives up
+		})
+		var logs syncBuffer
+		slowKey := record(t, drv, "1", "alert", clk.Now(), "slow", "console")
+		fastKey := record(t, drv, "2", "alert", clk.Now(), "console")
+		slowTarget := webhookTarget(slow.URL, clk, 5, time.Hour)
+		slowTarget.Name = "slow"
+		d := newDeliverer(t, drv, clk, slowTarget,
+			delivery.Target{Name: "console", Sink: &delivery.Log{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+		d.Start()
+		<-arrived
+		eventually(t, "the console sink delivers both events while the slow sink's request is held", func() bool {
+			return deliveryOf(t, drv, fastKey, "console").State == driver.DeliveryDelivered &&
+				deliveryOf(t, drv, slowKey, "console").State == driver.DeliveryDelivered
+		})
+		if dl := deliveryOf(t, drv, slowKey, "slow"); dl.State != driver.DeliveryPending || dl.Attempts != 1 || dl.LeaseOwner != "srv-1" {
+			t.Fatalf("slow delivery while its request is held: %+v, want pending, its first attempt leased by srv-1", dl)
+		}
+		for _, want := range []string{"event=order.unshipped", "idempotency_key=" + fastKey, "severity=warning", "key=2 ", `payload="{\"order\":`} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("log sink's lines lack %s:\n%s", want, logs.String())
+			}
+		}
+
+		stopCtx, cancel := context.WithCancel(context.Background())
+		cancel() // no grace: cancel the held send at once
+		if err := d.Stop(stopCtx); err == nil {
+			t.Error("Stop that had to cancel a send: no error")
+		}
+		dl := deliveryOf(t, drv, slowKey, "slow")
+		if dl.State != driver.DeliveryPending || dl.Attempts != 0 || !dl.NextAttemptAt.Equal(clk.Now()) || dl.LeaseOwner != "" ||
+			!strings.Contains(dl.LastError, "interrupted") {
+			t.Fatalf("slow delivery after Stop: %+v, want pending, its attempt given back, due now", dl)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Two servers' deliverers on one store never send the same delivery: each
+// event reaches the receiver once (nothing failed, so nothing was resent).
+func TestTwoDeliverersSendEachOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, drv driver.Driver) {
+		clk := newClock()
+		rc := newReceiver(t, nil)
+		const n = 30
+		for i := range n {
+			record(t, drv, strconv.Itoa(i), "alert", clk.Now(), "hook")
+		}
+		var ds []*delivery.Deliverer
+		for _, server := range []string{"a", "b"} {
+			d, err := delivery.New(drv, &delivery.Config{Server: server, Now: clk.Now, Poll: 5 * time.Millisecond, Batch: 3,
+				Targets: []delivery.Target{webhookTarget(rc.URL, clk, 3, 5*time.Second)}, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Start()
+			ds = append(ds, d)
+		}
+		eventually(t, "every event delivered", func() bool {
+			counts, err := drv.DeliveryCounts(context.Background(), clk.Now())
+			return err == nil && counts["hook"] != nil && counts["hook"].Delivered == n
+		})
+		for _, d := range ds {
+			if err := d.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := make(map[string]int)
+		for _, r := range rc.requests() {
+			seen[r.header.Get("Idempotency-Key")]++
+		}
+		if len(seen) != n {
+			t.Errorf("receiver saw %d events, want %d", len(seen), n)
+		}
+		for k, c := range seen {
+			if c != 1 {
+				t.Errorf("%s sent %d times, want once", k, c)
+			}
+		}
+	})
+}
+
+// The postgres sink NOTIFYs the channel with the event's id: a consumer
+// LISTENing on a connection of its own receives it and reads the row.
+func TestPostgresSinkNotifies(t *testing.T) {
+	ctx := context.Background()
+	url, schema := pgtest.Schema(t)
+	store, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	// Channels are the database's, not the schema's: one of the test's own.
+	channel := schema + "_events"
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		t.Fatal(err)
+	}
+	ik := record(t, store, "5", "alert", clk.Now(), "audit")
+	d := newDeliverer(t, store, clk, delivery.Target{Name: "audit", Sink: &delivery.Notify{Notifier: store, Channel: channel}})
+	if n := deliverDue(t, d, "audit"); n != 1 {
+		t.Fatalf("delivered %d, want 1", n)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	note, err := conn.WaitForNotification(waitCtx)
+	if err != nil {
+		t.Fatalf("no notification: %v", err)
+	}
+	if note.Channel != channel {
+		t.Errorf("notified on %q, want %q", note.Channel, channel)
+	}
+	// What a consumer does with the notification: read the event by id, on
+	// its own connection.
+	var key, event string
+	if err := conn.QueryRow(ctx, `SELECT idempotency_key, event FROM `+schema+`.prescient_outbox WHERE id = $1`,
+		note.Payload).Scan(&key, &event); err != nil {
+		t.Fatalf("read event %s: %v", note.Payload, err)
+	}
+	if key != ik || event != "order.unshipped" {
+		t.Errorf("event %s: %s %s, want %s", note.Payload, key, event, ik)
+	}
+	if dl := deliveryOf(t, store, ik, "audit"); dl.State != driver.DeliveryDelivered {
+		t.Errorf("delivery %+v, want delivered", dl)
+	}
+}
