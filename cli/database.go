@@ -67,6 +67,12 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 		st.Close()
 		return nil, err
 	}
+	// The checks declared in the configuration; a command that only reads
+	// runs none, and does not prepare their queries.
+	if err := e.declare(ctx, st, cfg, !a.readOnly); err != nil {
+		st.Close()
+		return nil, err
+	}
 	c, err := e.buildClient(st, cfg, recorded, e.logger(cfg))
 	if err != nil {
 		st.Close()

@@ -61,7 +61,11 @@ func TestDemoOnSQLite(t *testing.T) {
 	}
 }
 
-// checkDemoStory checks the narration and the tables the demo prints.
+// checkDemoStory checks the narration and the tables the demo prints: the
+// Go check and the check declared in SQL each alert and escalate once for
+// the order that stays unshipped, and nothing for the others; the receiver
+// gets each of the four events once, with a good signature, after a 503
+// that made prescient send one of them again.
 func checkDemoStory(t *testing.T, out string) {
 	t.Helper()
 	for _, c := range []struct {
@@ -79,6 +83,20 @@ func checkDemoStory(t *testing.T, out string) {
 		{"of order 1002", 0},
 		{"of order 1003", 0},
 		{"failed", 0},
+		{"declared a check in SQL, no Go", 1},
+		{"prepared its query: it returns key, placed_at", 1},
+		{"declared check order_unshipped_sql, one query for 1 job(s): order 1004", 2},
+		{"check order_unshipped_sql of order 1004 asks to run again", 1},
+		{"check order_unshipped_sql of order 1004 is done", 1},
+		{"shipped order 1005: resolve(order, 1005, shipped) settled 1 pending check(s)", 1},
+		{"of order 1005", 0},
+		{"receiver: answered 503 to order.unshipped of order ", 1},
+		{"receiver: got order.unshipped (warning) of order 1001 from check order_unshipped, ", 1},
+		{"receiver: got order.unshipped.escalated (critical) of order 1001 from check order_unshipped, ", 1},
+		{"receiver: got order.unshipped (warning) of order 1004 from check order_unshipped_sql, ", 1},
+		{"receiver: got order.unshipped.escalated (critical) of order 1004 from check order_unshipped_sql, ", 1},
+		{"signature ok", 4},
+		{"bad signature", 0},
 	} {
 		if got := strings.Count(out, c.line); got != c.n {
 			t.Errorf("output has %q %d time(s), want %d:\n%s", c.line, got, c.n, out)
@@ -92,11 +110,21 @@ func checkDemoStory(t *testing.T, out string) {
 		`order\s+1001\s+order_unshipped\s+done\s+2\s`,
 		`order\s+1002\s+order_unshipped\s+resolved\s+0\s`,
 		`order\s+1003\s+order_unshipped\s+cancelled\s+0\s`,
-		`(?s)alerts:\nORDER\s+STAGE\s+RAISED AT\n1001\s+alert\s+\S+\n1001\s+escalation\s+\S+\n\n`,
+		`order\s+1004\s+order_unshipped_sql\s+done\s+2\s`,
+		`order\s+1005\s+order_unshipped_sql\s+resolved\s+0\s`,
+		`(?s)alerts \(written by order_unshipped\):\nORDER\s+STAGE\s+RAISED AT\n1001\s+alert\s+\S+\n1001\s+escalation\s+\S+\n\n`,
+		`1001\s+order_unshipped\s+order.unshipped\s+alert\s+warning\s+receiver\s+delivered\s+[12]\n`,
+		`1001\s+order_unshipped\s+order.unshipped.escalated\s+escalation\s+critical\s+receiver\s+delivered\s+1\n`,
+		`1004\s+order_unshipped_sql\s+order.unshipped\s+alert\s+warning\s+receiver\s+delivered\s+[12]\n`,
+		`1004\s+order_unshipped_sql\s+order.unshipped.escalated\s+escalation\s+critical\s+receiver\s+delivered\s+1\n`,
 	} {
 		if !regexp.MustCompile(re).MatchString(tables) {
 			t.Errorf("tables do not match %s:\n%s", re, tables)
 		}
+	}
+	// The 503 made one delivery take a second attempt, and only one.
+	if n := len(regexp.MustCompile(`receiver\s+delivered\s+2\n`).FindAllString(tables, -1)); n != 1 {
+		t.Errorf("%d deliveries took 2 attempts, want 1:\n%s", n, tables)
 	}
 }
 

@@ -15,6 +15,7 @@ package orders
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,10 +37,25 @@ const (
 	EventShipped = "shipped"
 )
 
-// Alert stages written to the alerts table.
+// Alert stages written to the alerts table, and the stages of the events
+// the check raises (checks.Event.Stage).
 const (
 	StageAlert      = "alert"
 	StageEscalation = "escalation"
+)
+
+// Events the check raises (checks.Job.Emit), with the order's placed_at in
+// their payload ({"placed_at": "2025-06-01T12:00:00Z"}): the same as its
+// declarative twin, order_unshipped_sql in declarative-sqlite.yaml and
+// declarative-postgres.yaml, raises.
+const (
+	// EventUnshipped is raised with the alert, severity SeverityAlert.
+	EventUnshipped = "order.unshipped"
+	// EventEscalated is raised with the escalation, severity
+	// SeverityEscalation.
+	EventEscalated     = "order.unshipped.escalated"
+	SeverityAlert      = "warning"
+	SeverityEscalation = "critical"
 )
 
 // Order statuses.
@@ -85,6 +101,9 @@ type Options struct {
 	// order, stage and slot). The log line is written before the transaction
 	// commits; the alerts table is the record.
 	Logger *slog.Logger
+	// Sinks names the sinks the check's events are delivered to (see
+	// checks.Opts.Sinks). None: the events are recorded in the outbox only.
+	Sinks []string
 }
 
 func (o Options) withDefaults() Options {
@@ -115,13 +134,15 @@ func Register(reg *checks.Registry, o Options) error {
 		return err
 	}
 	o = o.withDefaults()
-	return reg.Register(Check, o.check, &checks.Opts{Awaits: []string{EventShipped}})
+	return reg.Register(Check, o.check, &checks.Opts{Awaits: []string{EventShipped}, Sinks: o.Sinks})
 }
 
 // check is the order_unshipped check. It returns the zero time (done) when
 // the order is gone or no longer unshipped. Otherwise its first run raises
 // the alert and asks to run again when the escalation is due; its second run
-// raises the escalation and is done.
+// raises the escalation and is done. Each writes its row in the alerts table
+// and raises its event (EventUnshipped, EventEscalated) in the outbox, both
+// through the job's transaction.
 func (o Options) check(ctx context.Context, job *checks.Job) (time.Time, error) {
 	var (
 		status   string
@@ -144,6 +165,13 @@ func (o Options) check(ctx context.Context, job *checks.Job) (time.Time, error) 
 		job.Key, stage, job.Now.UTC()); err != nil {
 		return time.Time{}, fmt.Errorf("raise %s for order %s: %w", stage, job.Key, err)
 	}
+	ev := checks.Event{Name: EventUnshipped, Stage: stage, Severity: SeverityAlert, Payload: placedPayload(placedAt)}
+	if stage == StageEscalation {
+		ev.Name, ev.Severity = EventEscalated, SeverityEscalation
+	}
+	if _, err := job.Emit(ctx, ev); err != nil {
+		return time.Time{}, fmt.Errorf("raise %s for order %s: %w", stage, job.Key, err)
+	}
 	if o.Logger != nil {
 		o.Logger.InfoContext(ctx, "order unshipped: "+stage+" raised", "order", job.Key, "stage", stage,
 			"slot", job.Slot, "check", job.CheckCount+1)
@@ -152,6 +180,13 @@ func (o Options) check(ctx context.Context, job *checks.Job) (time.Time, error) 
 		return time.Time{}, nil
 	}
 	return o.escalateAt(placedAt, job.Slot), nil
+}
+
+// placedPayload is the events' payload: the time the order was placed, as
+// RFC 3339 text in UTC.
+func placedPayload(placedAt time.Time) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"placed_at": placedAt.UTC().Format(time.RFC3339Nano)})
+	return b
 }
 
 // escalateAt is when the escalation of an order placed at placedAt is due,

@@ -1,0 +1,132 @@
+package sqlcheck
+
+import (
+	sqldriver "database/sql/driver"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// keyText returns a key column's value as the key it names: text as it is,
+// a number as its decimal text; false for NULL.
+func keyText(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int16:
+		return strconv.FormatInt(int64(x), 10), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case [16]byte:
+		return uuidText(x), true
+	case fmt.Stringer:
+		return x.String(), true
+	}
+	return fmt.Sprint(v), true
+}
+
+func uuidText(u [16]byte) string {
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// timeLayouts are the text forms of a time an SQLite column may hold: the
+// Go driver's, SQLite's own (datetime()), and RFC 3339; without a zone,
+// UTC.
+var timeLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02 15:04",
+	"2006-01-02T15:04",
+	"2006-01-02",
+}
+
+// anchorTime reads an anchor column's value as a time: a timestamp or date,
+// text in one of timeLayouts, or a number of seconds since the Unix epoch.
+func anchorTime(v any) (time.Time, error) {
+	switch x := v.(type) {
+	case nil:
+		return time.Time{}, errors.New("is NULL")
+	case time.Time:
+		return x, nil
+	case int64:
+		return time.Unix(x, 0).UTC(), nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return time.Time{}, fmt.Errorf("is %v, not a time", x)
+		}
+		sec, frac := math.Modf(x)
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+	case []byte:
+		return anchorTime(string(x))
+	case string:
+		s := strings.TrimSpace(x)
+		for _, l := range timeLayouts {
+			if t, err := time.Parse(l, s); err == nil {
+				return t, nil
+			}
+		}
+		return time.Time{}, fmt.Errorf("%q is not a time (write it as 2006-01-02 15:04:05, RFC 3339, or seconds since 1970)", x)
+	}
+	return time.Time{}, fmt.Errorf("is a %T, not a time", v)
+}
+
+// jsonValue encodes a column's value for the events' payload: numbers,
+// text, booleans and JSON as themselves, times as RFC 3339 text in UTC,
+// bytes as text (base64 when they are not UTF-8), a UUID as its text, NULL
+// as null; anything else as its JSON, or its text.
+func jsonValue(v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return []byte("null")
+	case time.Time:
+		b, _ := json.Marshal(x.UTC().Format(time.RFC3339Nano))
+		return b
+	case []byte:
+		s := string(x)
+		if !utf8.Valid(x) {
+			s = base64.StdEncoding.EncodeToString(x)
+		}
+		b, _ := json.Marshal(s)
+		return b
+	case [16]byte:
+		b, _ := json.Marshal(uuidText(x))
+		return b
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			b, _ := json.Marshal(strconv.FormatFloat(x, 'g', -1, 64))
+			return b
+		}
+	case json.Marshaler:
+		if b, err := x.MarshalJSON(); err == nil && json.Valid(b) {
+			return b
+		}
+	case sqldriver.Valuer:
+		if dv, err := x.Value(); err == nil {
+			return jsonValue(dv)
+		}
+	}
+	if b, err := json.Marshal(v); err == nil {
+		return b
+	}
+	b, _ := json.Marshal(fmt.Sprint(v))
+	return b
+}
