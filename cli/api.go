@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/httpapi"
+)
+
+// APITokenEnvDefault is the default api.token_env.
+const APITokenEnvDefault = "PRESCIENT_API_TOKEN"
+
+// APIConfig is the `api` section: the JSON API `prescient run` serves
+// (package httpapi) for applications that neither link the Go client nor
+// reach the SQL functions.
+type APIConfig struct {
+	// Listen is the host:port the API is served on. Empty (the default)
+	// serves no API. A port without a host (":8081") is served on loopback
+	// only, 127.0.0.1, unlike http.listen: serving the API beyond this host
+	// must be asked for by name (0.0.0.0:8081), and is logged as a warning.
+	Listen string `yaml:"listen"`
+	// TokenEnv names the environment variable holding the bearer token
+	// every request must carry. With Listen set, `run` refuses to start when
+	// the variable is unset or empty.
+	TokenEnv string `yaml:"token_env"`
+}
+
+// HTTP server limits of the API: a slow or stalled client cannot hold a
+// connection, or a goroutine, for long.
+const (
+	apiReadHeaderTimeout = 5 * time.Second
+	apiReadTimeout       = 30 * time.Second
+	// apiWriteTimeout leaves a request its store work (httpapi's timeout)
+	// and the time to write its answer.
+	apiWriteTimeout   = httpapi.TimeoutDefault + 10*time.Second
+	apiIdleTimeout    = 2 * time.Minute
+	apiMaxHeaderBytes = 64 << 10
+	// apiStopWait is how long a stopping server waits for requests in
+	// flight before closing their connections.
+	apiStopWait = 5 * time.Second
+	// apiTokenShort is the length under which a token is logged as weak.
+	apiTokenShort = 16
+)
+
+// validateAPI reports, through bad, what is wrong with the api section
+// whatever the environment: a listen that is not host:port, a token_env
+// that cannot name a variable, a listen that http.listen already uses.
+func (c *Config) validateAPI(bad func(key string, err error)) {
+	if name := c.API.TokenEnv; name == "" || envNameLen(name) != len(name) {
+		bad("api.token_env", fmt.Errorf("%s is not an environment variable name (letters, digits and '_', not starting with a digit; default %s)",
+			quoteValue(name), APITokenEnvDefault))
+	}
+	if c.API.Listen == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
+		bad("api.listen", fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:8081, or :8081 for loopback only): %w", c.API.Listen, err))
+		return
+	}
+	if c.API.Listen == c.HTTP.Listen {
+		bad("api.listen", fmt.Errorf("%q is http.listen too: give the API a port of its own", c.API.Listen))
+	}
+}
+
+// apiAddr is the address api.listen asks to listen on: a port without a
+// host is loopback only.
+func (c *Config) apiAddr() string {
+	host, port, _ := net.SplitHostPort(c.API.Listen) // validated
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// apiError is a *ConfigError about key of the api section, at its line in
+// the file, or at api.listen's when key is not in the file (a default).
+func (c *Config) apiError(key string, err error) error {
+	line := c.Line(key)
+	if line == 0 {
+		line = c.Line("api.listen")
+	}
+	return &ConfigError{File: c.file, Line: line, Key: key, Err: err}
+}
+
+// apiToken returns the bearer token of the API, read from the variable
+// api.token_env names, or "" when api.listen is empty (no API). Without the
+// token it returns a *ConfigError naming api.token_env and its line. run
+// calls it before anything starts, so that a server missing its token
+// refuses at once, without running a single check first.
+func (e *env) apiToken(cfg *Config) (string, error) {
+	if cfg.API.Listen == "" {
+		return "", nil
+	}
+	name := cfg.API.TokenEnv
+	if token, _ := e.opts.lookupEnv(name); token != "" {
+		return token, nil
+	}
+	return "", cfg.apiError("api.token_env", fmt.Errorf("the environment variable %s is not set or empty: api.listen serves the API, "+
+		"and every request must carry the bearer token it holds (set %s to a long random secret, e.g. $(openssl rand -hex 32))", name, name))
+}
+
+// serveAPI serves the JSON API over client on api.listen, with token (from
+// apiToken), until the returned function is called; without api.listen it
+// serves nothing and returns a function that does nothing. When it cannot
+// listen it stops client before returning the error (a *ConfigError naming
+// api.listen), so that run can return it at once.
+func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, client *prescient.Client, log *slog.Logger) (stop func(), err error) {
+	if cfg.API.Listen == "" {
+		return func() {}, nil
+	}
+	defer func() {
+		if err != nil {
+			if serr := client.Stop(context.WithoutCancel(ctx)); serr != nil {
+				err = errors.Join(err, serr)
+			}
+		}
+	}()
+	name := cfg.API.TokenEnv
+	if len(token) < apiTokenShort {
+		log.Warn(fmt.Sprintf("api: the bearer token is shorter than %d characters: use a long random secret (openssl rand -hex 32)", apiTokenShort),
+			"token_env", name, "length", len(token))
+	}
+	ln, err := net.Listen("tcp", cfg.apiAddr())
+	if err != nil {
+		return nil, cfg.apiError("api.listen", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		log.Warn("api: serving beyond this host: anyone who can reach the address and holds the token can schedule, cancel and resolve jobs "+
+			"(listen on 127.0.0.1 and put a TLS proxy in front to serve other hosts)", "addr", ln.Addr().String())
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(client, &httpapi.Opts{Token: token, Logger: log}),
+		ReadHeaderTimeout: apiReadHeaderTimeout,
+		ReadTimeout:       apiReadTimeout,
+		WriteTimeout:      apiWriteTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		MaxHeaderBytes:    apiMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api", "error", err)
+		}
+	}()
+	log.Info("serving api", "addr", ln.Addr().String(), "token_env", name,
+		"endpoints", []string{"POST /v1/schedule", "POST /v1/cancel", "POST /v1/resolve", "GET /v1/jobs/{entity}/{key}", "GET /v1/history"})
+	return func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiStopWait)
+		defer cancel()
+		if err := srv.Shutdown(stopCtx); err != nil {
+			log.Warn("api: requests still running when it stopped; their connections were closed", "error", err)
+			_ = srv.Close()
+		}
+		<-served
+	}, nil
+}

@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// apiError is an answer other than success, and the JSON body that says
+// what was wrong and, when one field of the request was, which.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"error"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// badField is a 400 about one field of the request.
+func badField(field, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Message: msg, Field: field}
+}
+
+// writeJSON writes v as the JSON body of a status response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// The values written are the client's own types, which marshal;
+		// this would be a bug, and is still answered in JSON.
+		status, b = http.StatusInternalServerError, []byte(`{"error":"cannot encode the response"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, e *apiError) { writeJSON(w, e.Status, e) }
+
+// echoMax is the most of a caller's value an error quotes back.
+const echoMax = 100
+
+// quote returns s quoted for an error message, cut to echoMax bytes.
+func quote(s string) string {
+	c := clip(s)
+	if len(c) == len(s) {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(c) + fmt.Sprintf("… (%d bytes)", len(s))
+}
+
+// clip returns s cut to echoMax bytes, at a character boundary.
+func clip(s string) string {
+	if len(s) <= echoMax {
+		return s
+	}
+	cut := echoMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}
+
+// decodeBody reads the body of r, one JSON object of at most maxBody bytes
+// (route wraps the body in an http.MaxBytesReader) sent as application/json, into dst, a pointer to a struct whose json tags
+// name every field the endpoint accepts. fields lists them, for the error
+// an unknown field gets.
+func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
+		got := "none"
+		if ct != "" {
+			got = quote(ct)
+		}
+		return &apiError{Status: http.StatusUnsupportedMediaType,
+			Message: fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, got Content-Type %s", got)}
+	}
+	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge,
+		Message: fmt.Sprintf("the body is larger than the %d bytes allowed", maxBody)}
+	if r.ContentLength > maxBody {
+		return tooLarge
+	}
+	dec := json.NewDecoder(r.Body) // route capped it at maxBody
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var (
+			maxErr    *http.MaxBytesError
+			syntaxErr *json.SyntaxError
+			typeErr   *json.UnmarshalTypeError
+		)
+		switch {
+		case errors.As(err, &maxErr):
+			return tooLarge
+		case errors.Is(err, io.EOF):
+			return badField("", "the body is empty: send a JSON object with the fields "+fields)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return badField("", "the body ends before its JSON object does")
+		case errors.As(err, &syntaxErr):
+			return badField("", fmt.Sprintf("the body is not valid JSON: %s (at byte %d)", strings.TrimPrefix(syntaxErr.Error(), "json: "), syntaxErr.Offset))
+		case errors.As(err, &typeErr) && typeErr.Field == "":
+			return badField("", fmt.Sprintf("the body must be a JSON object with the fields %s, not %s", fields, article(typeErr.Value)))
+		case errors.As(err, &typeErr):
+			return badField(typeErr.Field, fmt.Sprintf("%s must be %s, not %s", typeErr.Field, article(jsonType(typeErr.Type.Kind().String())), article(typeErr.Value)))
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			if n, err := strconv.Unquote(name); err == nil {
+				name = n
+			}
+			return badField(name, fmt.Sprintf("unknown field %s (the fields are %s)", quote(name), fields))
+		}
+		return badField("", "the body is not a valid JSON object: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	var more json.RawMessage
+	switch err := dec.Decode(&more); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, new(*http.MaxBytesError)):
+		return tooLarge
+	}
+	return badField("", "the body holds more after its JSON object: send one object")
+}
+
+// jsonType names the JSON type of a Go kind, for "key must be a string".
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "string"
+	case "bool":
+		return "bool"
+	case "slice", "array":
+		return "array"
+	case "map", "struct":
+		return "object"
+	}
+	return "number"
+}
+
+// article puts "a" or "an" before a JSON type name.
+func article(s string) string {
+	switch {
+	case s == "":
+		return s
+	case strings.ContainsRune("aeiou", rune(s[0])):
+		return "an " + s
+	}
+	return "a " + s
+}

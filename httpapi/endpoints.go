@@ -1,0 +1,307 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
+)
+
+// The validation below is the Go client's, run here first so that an error
+// names the field it is about; the client checks everything again.
+
+// identity checks an entity name and key, as every call of the client does.
+func identity(entity, key string) error {
+	if err := checks.ValidateName("entity", entity); err != nil {
+		return badField("entity", err.Error())
+	}
+	if err := checks.ValidateKey(entity, key); err != nil {
+		return badField("key", err.Error())
+	}
+	return nil
+}
+
+// clientMessage is the text of an error of the client, without the
+// "prescient: " every one of them begins with.
+func clientMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), "prescient: ")
+}
+
+// scheduleRequest is the body of POST /v1/schedule.
+type scheduleRequest struct {
+	Entity string `json:"entity"`
+	Key    string `json:"key"`
+	Check  string `json:"check"`
+	// At is an RFC 3339 time; In a Go duration from now. One of them.
+	At string `json:"at"`
+	In string `json:"in"`
+	// Payload is any JSON; null or absent is no payload.
+	Payload    json.RawMessage `json:"payload"`
+	OnConflict string          `json:"on_conflict"`
+}
+
+const scheduleFields = "entity, key, check, at or in, payload and on_conflict"
+
+// schedule is Client.Schedule: 201 and the job when no job (entity, key,
+// check) was pending, 200 and the job when one was (moved by replace, left
+// as it was by keep).
+func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
+	var req scheduleRequest
+	if err := decodeBody(r, a.opts.MaxBody, &req, scheduleFields); err != nil {
+		return 0, nil, err
+	}
+	if err := identity(req.Entity, req.Key); err != nil {
+		return 0, nil, err
+	}
+	if err := checks.ValidateName("check", req.Check); err != nil {
+		return 0, nil, badField("check", err.Error())
+	}
+	var (
+		at   time.Time
+		when = "at" // the field that said when, for an error about the time
+	)
+	switch {
+	case req.At == "" && req.In == "":
+		return 0, nil, badField("at", "say when to check: at (an RFC 3339 time, e.g. 2030-06-01T15:04:05Z) or in (a Go duration from now, e.g. 3h)")
+	case req.At != "" && req.In != "":
+		return 0, nil, badField("in", fmt.Sprintf("at %s and in %s both say when to check: give only one", quote(req.At), quote(req.In)))
+	case req.At != "":
+		t, err := time.Parse(time.RFC3339, req.At)
+		if err != nil {
+			return 0, nil, badField("at", fmt.Sprintf("at %s is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", quote(req.At)))
+		}
+		at = t
+	default:
+		d, err := time.ParseDuration(req.In)
+		if err != nil || d < 0 {
+			return 0, nil, badField("in", fmt.Sprintf("in %s is not a Go duration of 0 or more (want e.g. 90s, 15m or 3h30m)", quote(req.In)))
+		}
+		at, when = a.client.Config().Now().Add(d), "in"
+	}
+	if err := slots.CheckTime(at); err != nil {
+		// The client's check, before a time it reads as "none" (year 1).
+		return 0, nil, badField(when, fmt.Sprintf("%s/%s/%s: %v", req.Entity, req.Key, req.Check, err))
+	}
+	p := prescient.ScheduleParams{Entity: req.Entity, Key: req.Key, Check: req.Check, At: at}
+	if len(req.Payload) > 0 && string(req.Payload) != "null" {
+		if err := checks.ValidatePayload(req.Payload); err != nil {
+			return 0, nil, badField("payload", err.Error())
+		}
+		p.Payload = req.Payload
+	}
+	switch rule := prescient.ConflictRule(req.OnConflict); rule {
+	case "", prescient.ConflictReplace, prescient.ConflictKeep:
+		p.OnConflict = rule
+	default:
+		return 0, nil, badField("on_conflict", fmt.Sprintf("on_conflict %s is not a conflict rule (want %s or %s)",
+			quote(req.OnConflict), prescient.ConflictReplace, prescient.ConflictKeep))
+	}
+	// Whether the job was pending decides 201 or 200. Two requests racing
+	// to create the same job may both be answered 201; the job is the same.
+	_, err := a.client.Job(ctx, p.Entity, p.Key, p.Check)
+	pending := err == nil
+	if err != nil && !errors.Is(err, prescient.ErrNotFound) {
+		return 0, nil, err
+	}
+	job, err := a.client.Schedule(ctx, p)
+	switch {
+	case errors.Is(err, prescient.ErrOutOfRange):
+		return 0, nil, badField(when, clientMessage(err))
+	case err != nil:
+		return 0, nil, err
+	case pending:
+		return http.StatusOK, job, nil
+	}
+	return http.StatusCreated, job, nil
+}
+
+// cancelRequest is the body of POST /v1/cancel.
+type cancelRequest struct {
+	Entity string `json:"entity"`
+	Key    string `json:"key"`
+	// Check, when empty, cancels every pending check of the entity.
+	Check string `json:"check"`
+}
+
+// cancel is Client.Cancel: {"cancelled": n}, 0 when nothing was pending.
+func (a *api) cancel(ctx context.Context, r *http.Request) (int, any, error) {
+	var req cancelRequest
+	if err := decodeBody(r, a.opts.MaxBody, &req, "entity, key and check (optional: every check of the entity without it)"); err != nil {
+		return 0, nil, err
+	}
+	if err := identity(req.Entity, req.Key); err != nil {
+		return 0, nil, err
+	}
+	if req.Check != "" {
+		if err := checks.ValidateName("check", req.Check); err != nil {
+			return 0, nil, badField("check", err.Error())
+		}
+	}
+	n, err := a.client.Cancel(ctx, req.Entity, req.Key, req.Check)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]int{"cancelled": n}, nil
+}
+
+// resolveRequest is the body of POST /v1/resolve.
+type resolveRequest struct {
+	Entity string `json:"entity"`
+	Key    string `json:"key"`
+	Event  string `json:"event"`
+}
+
+// resolve is Client.Resolve: {"resolved": n}, 0 when no pending check of
+// the entity awaited the event.
+func (a *api) resolve(ctx context.Context, r *http.Request) (int, any, error) {
+	var req resolveRequest
+	if err := decodeBody(r, a.opts.MaxBody, &req, "entity, key and event"); err != nil {
+		return 0, nil, err
+	}
+	if err := identity(req.Entity, req.Key); err != nil {
+		return 0, nil, err
+	}
+	if err := checks.ValidateName("event", req.Event); err != nil {
+		return 0, nil, badField("event", err.Error())
+	}
+	n, err := a.client.Resolve(ctx, req.Entity, req.Key, req.Event)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]int{"resolved": n}, nil
+}
+
+// jobs is Client.Jobs of one entity key, every check: {"jobs": [...]},
+// soonest due first. None pending is an empty list, not a 404: the entity
+// key is not a resource that exists or not, and cancelling or resolving
+// nothing is not an error either.
+func (a *api) jobs(ctx context.Context, r *http.Request) (int, any, error) {
+	if _, err := query(r, nil); err != nil {
+		return 0, nil, err
+	}
+	entity, key := r.PathValue("entity"), r.PathValue("key")
+	if err := identity(entity, key); err != nil {
+		return 0, nil, err
+	}
+	// One job per check at most, so JobsLimitMax is every one.
+	jobs, err := a.client.Jobs(ctx, prescient.JobsParams{Entity: entity, Key: key, Limit: prescient.JobsLimitMax})
+	if err != nil {
+		return 0, nil, err
+	}
+	if jobs == nil {
+		jobs = []*prescient.Job{}
+	}
+	return http.StatusOK, map[string]any{"jobs": jobs}, nil
+}
+
+// historyParams are the query parameters GET /v1/history accepts.
+var historyParams = []string{"entity", "key", "check", "outcome", "since", "until", "limit"}
+
+// history is Client.History: {"records": [...]}, newest first. A parameter
+// left out or empty does not filter; outcome may be repeated, or list
+// outcomes separated by commas; since and until take an RFC 3339 time or a
+// Go duration before now (24h); limit is 1 to history.LimitMax, default
+// history.LimitDefault.
+func (a *api) history(ctx context.Context, r *http.Request) (int, any, error) {
+	q, err := query(r, historyParams)
+	if err != nil {
+		return 0, nil, err
+	}
+	now := a.client.Config().Now()
+	f := history.Filter{Entity: q.Get("entity"), Key: q.Get("key"), Check: q.Get("check")}
+	if f.Key != "" && f.Entity == "" {
+		return 0, nil, badField("key", fmt.Sprintf("key %s needs entity", quote(f.Key)))
+	}
+	for _, v := range q["outcome"] {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			o, err := history.ParseOutcome(s)
+			if err != nil {
+				return 0, nil, badField("outcome", err.Error())
+			}
+			f.Outcomes = append(f.Outcomes, o)
+		}
+	}
+	if f.Since, err = when("since", q.Get("since"), now); err != nil {
+		return 0, nil, err
+	}
+	if f.Until, err = when("until", q.Get("until"), now); err != nil {
+		return 0, nil, err
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return 0, nil, badField("until", fmt.Sprintf("since %s is not before until %s",
+			f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339)))
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > history.LimitMax {
+			return 0, nil, badField("limit", fmt.Sprintf("limit %s is not a whole number from 1 to %d (default %d)",
+				quote(s), history.LimitMax, history.LimitDefault))
+		}
+		f.Limit = n
+	}
+	if err := f.Validate(); err != nil {
+		return 0, nil, badField("", err.Error())
+	}
+	recs, err := a.client.History(ctx, f)
+	if err != nil {
+		return 0, nil, err
+	}
+	if recs == nil {
+		recs = []*history.Record{}
+	}
+	return http.StatusOK, map[string]any{"records": recs}, nil
+}
+
+// query parses the query string of r, which may hold only the parameters
+// in allowed, each once ("outcome" may repeat).
+func query(r *http.Request, allowed []string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badField("", "the query string is not valid: "+err.Error())
+	}
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case !slices.Contains(allowed, name) && len(allowed) == 0:
+			return nil, badField(name, fmt.Sprintf("unknown query parameter %s (this route takes none)", quote(name)))
+		case !slices.Contains(allowed, name):
+			return nil, badField(name, fmt.Sprintf("unknown query parameter %s (the parameters are %s)", quote(name), strings.Join(allowed, ", ")))
+		case len(q[name]) > 1 && name != "outcome":
+			return nil, badField(name, fmt.Sprintf("%s is given %d times: give it once", name, len(q[name])))
+		}
+	}
+	return q, nil
+}
+
+// when reads an RFC 3339 time, or a Go duration meaning that long before
+// now, as `prescient history --since` does. Empty is the zero time.
+func when(field, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, badField(field, fmt.Sprintf("%s %s is neither an RFC 3339 time (e.g. 2030-06-01T15:04:05Z) nor a Go duration before now (e.g. 24h)", field, quote(s)))
+}
