@@ -116,6 +116,14 @@ type Config struct {
 	Log LogConfig `yaml:"log"`
 	// HTTP configures the server's health endpoints.
 	HTTP HTTPConfig `yaml:"http"`
+	// API configures the JSON API `run` serves (see APIConfig, in api.go).
+	API APIConfig `yaml:"api"`
+	// Checks declares checks in SQL, by name (see CheckConfig, in
+	// declared.go).
+	Checks map[string]CheckConfig `yaml:"checks"`
+	// Sinks are where the events checks raise are delivered, by name (see
+	// SinkConfig, in sinks.go).
+	Sinks map[string]SinkConfig `yaml:"sinks"`
 
 	file  string         // where the configuration was read from, for errors
 	lines map[string]int // key path -> line in file
@@ -291,6 +299,9 @@ func DefaultConfig() *Config {
 		},
 		ShutdownGrace: Duration(prescient.ShutdownGraceDefault),
 		Log:           LogConfig{Level: LogLevelDefault, Format: LogFormatDefault},
+		Sinks:         map[string]SinkConfig{},
+		API:           APIConfig{TokenEnv: APITokenEnvDefault},
+		Checks:        map[string]CheckConfig{},
 	}
 }
 
@@ -522,7 +533,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 	// password (see envRefErrors.in).
 	bad := func(err error, echoes bool) {
 		fmt.Fprintf(&b, "%s%d_", refs.marker, len(refs.errs))
-		refs.errs = append(refs.errs, envRefError{line, err, echoes})
+		refs.errs = append(refs.errs, envRefError{line: line, err: err, echoes: echoes})
 	}
 	for i := 0; i < len(raw); {
 		c := raw[i]
@@ -559,6 +570,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			if n == 0 {
 				// Not echoed: the value may be a password.
 				bad(errors.New("a $ that starts no variable: write $$ for a literal $, or ${NAME} or $NAME for a variable"), false)
+				refs.errs[len(refs.errs)-1].param = len(rest) > 0 && '0' <= rest[0] && rest[0] <= '9'
 				i++
 				continue
 			}
@@ -605,6 +617,9 @@ type envRefError struct {
 	// echoes says err names what the file holds at the reference: a
 	// $NAME, or a ${...} that is not a reference.
 	echoes bool
+	// param says the $ comes before a digit: $1 is a SQL parameter in a
+	// declared check's query (see sqlParams), an error elsewhere.
+	param bool
 }
 
 // in returns a *ConfigError for every marker in a key or value of the
@@ -620,6 +635,9 @@ func (r *envRefErrors) in(file string, n *yaml.Node) []error {
 	secret := make(map[int]string) // index -> key path of a secret value
 	var visit func(n *yaml.Node, path string, value bool)
 	visit = func(n *yaml.Node, path string, value bool) {
+		if value {
+			n.Value = r.sqlParams(re, path, n.Value)
+		}
 		for _, m := range re.FindAllStringSubmatchIndex(n.Value, -1) {
 			i, _ := strconv.Atoi(n.Value[m[2]:m[3]])
 			found[i] = true
@@ -1157,6 +1175,9 @@ func (c *Config) Validate() error {
 			bad("http.listen", fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:9090 or :9090): %w", c.HTTP.Listen, err))
 		}
 	}
+	c.validateAPI(bad)
+	c.validateSinks(bad)
+	errs = append(errs, c.checksErrors()...)
 	if c.Database.MaxConns < 0 {
 		bad("database.max_conns", fmt.Errorf("%d must be 0 (the driver's default) or positive", c.Database.MaxConns))
 	}

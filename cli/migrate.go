@@ -3,23 +3,24 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/slots"
 )
 
-// migrateOpts are the options of `prescient migrate`. It has none of its
-// own; the struct keeps every command the same shape.
-type migrateOpts struct{}
+// migrateOpts are the options of `prescient migrate`.
+type migrateOpts struct {
+	json bool
+}
 
 // Validate accepts every migrateOpts.
 func (o *migrateOpts) Validate() error { return nil }
 
 func (e *env) migrateCommand() *cobra.Command {
 	o := &migrateOpts{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or update prescient's tables and record the slot grid and check catalog",
 		Long: `migrate brings the database schema up to date (it is safe to run repeatedly,
@@ -31,9 +32,13 @@ knows which checks an event settles before any server has started.
 
 Run it again after changing slots.resolution or slots.offset, or deploying
 checks that await new events. (A starting server records both too.) A
-configuration that sets neither keeps the grid already recorded.`,
+configuration that sets neither keeps the grid already recorded.
+
+When stderr is a terminal, a progress line there says which step runs. --json
+prints what was done as one JSON document for scripts.`,
 		Example: `  PRESCIENT_DATABASE_URL=postgres://app@localhost:5432/app prescient migrate
-  prescient migrate --config /etc/prescient.yaml`,
+  prescient migrate --config /etc/prescient.yaml
+  prescient migrate --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -43,46 +48,90 @@ configuration that sets neither keeps the grid already recorded.`,
 			if err != nil {
 				return err
 			}
+			prog := newProgress(cmd.ErrOrStderr(), "migrate")
+			prog.set("opening the database")
 			st, err := openStore(cmd.Context(), cfg, false)
 			if err != nil {
+				prog.clear()
 				return err
 			}
 			defer st.Close()
-			return e.migrate(cmd.Context(), cmd.OutOrStdout(), st, cfg)
+			if !o.json {
+				// First, so that a failure below still says where.
+				fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", describeOpen(cmd.Context(), st, cfg))
+			}
+			res, err := e.migrate(cmd.Context(), st, cfg, prog)
+			if err != nil {
+				prog.clear()
+				return err
+			}
+			prog.done("migrated; %d check(s) recorded", res.Checks)
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			kept := ""
+			if res.GridKept {
+				kept = " (kept from the database: the configuration does not set slots.resolution or slots.offset)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "migrated; slot grid %s%s and %d check(s) recorded\n", res.grid, kept, res.Checks)
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print what was done as JSON for scripts")
+	return cmd
+}
+
+// migrateResult is what migrate did; its --json output.
+type migrateResult struct {
+	// Database names the database, without any password.
+	Database string `json:"database"`
+	// Resolution and Offset are the slot grid recorded.
+	Resolution string `json:"grid_resolution"`
+	Offset     string `json:"grid_offset"`
+	// GridKept says the grid is the one already recorded in the database:
+	// the configuration sets neither slots.resolution nor slots.offset.
+	GridKept bool `json:"grid_kept"`
+	// Checks counts the checks of this binary recorded in the catalog.
+	Checks int `json:"checks_recorded"`
+
+	grid slots.Grid
 }
 
 // migrate runs the store's migrations and saves the grid and the catalog of
 // the options' checks. A configuration that does not set the grid keeps the
 // one recorded in the database (see useRecordedGrid): only a configuration
 // that sets it changes it.
-func (e *env) migrate(ctx context.Context, out io.Writer, st prescient.Store, cfg *Config) error {
-	fmt.Fprintf(out, "database: %s\n", describeOpen(ctx, st, cfg))
+func (e *env) migrate(ctx context.Context, st prescient.Store, cfg *Config, prog *progress) (*migrateResult, error) {
+	res := &migrateResult{Database: describeOpen(ctx, st, cfg)}
+	prog.set("applying the schema migrations")
 	// The store's errors say "migrate", "save grid" and "save catalog".
 	if err := st.Migrate(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	recorded, err := useRecordedGrid(ctx, st.Driver(), cfg, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	grid := cfg.clientConfig().Grid
+	prog.set("recording the slot grid %s", gridText(grid))
 	if err := st.Driver().GridSave(ctx, grid); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	// The declared checks' names and awaited events, for the catalog; their
+	// queries are prepared by the commands that run them.
+	if err := e.declare(ctx, st, cfg, false); err != nil {
+		return nil, err
 	}
 	pc := e.clientConfig(cfg, e.logger(cfg))
 	client, err := prescient.NewClient(st, &pc)
 	if err != nil {
-		return contextError{"migrate", err}
+		return nil, contextError{"migrate", err}
 	}
+	prog.set("recording the check catalog")
 	if err := client.SyncCatalog(ctx); err != nil {
-		return contextError{"migrate", err}
+		return nil, contextError{"migrate", err}
 	}
-	kept := ""
-	if recorded {
-		kept = " (kept from the database: the configuration does not set slots.resolution or slots.offset)"
-	}
-	fmt.Fprintf(out, "migrated; slot grid %s%s and %d check(s) recorded\n", grid, kept, len(e.opts.Checks.All()))
-	return nil
+	res.grid, res.GridKept, res.Checks = grid, recorded, len(e.opts.Checks.All())
+	res.Resolution, res.Offset = grid.Resolution.String(), grid.Offset.String()
+	return res, nil
 }

@@ -59,6 +59,12 @@ func (o *Opts) withDefaults() *Opts {
 type env struct {
 	opts       *Opts
 	configPath string
+	// observer, when set (by run, for its metrics), is the Observer of the
+	// clients the commands build.
+	observer prescient.Observer
+	// declared is what declare (declared.go) added to opts.Checks: the
+	// checks of the configuration's checks section.
+	declared *declared
 }
 
 // NewRootCommand returns the `prescient` command with every subcommand. It
@@ -91,11 +97,18 @@ PRESCIENT_SERVER override database.url and server.`,
 		e.sweepCommand(),
 		e.statusCommand(),
 		e.historyCommand(),
+		e.deliveriesCommand(),
 		e.slotsCommand(),
+		e.checksCommand(),
 		e.demoCommand(),
 		e.copyCommand(),
 		e.benchCommand(),
+		e.jobsCommand(),
+		e.rescheduleCommand(),
+		e.retryCommand(),
+		e.versionCommand(),
 	)
+	setVersion(root)
 	return root
 }
 
@@ -146,14 +159,27 @@ func (e *env) config() (*Config, error) {
 	return cfg, nil
 }
 
-// logger builds the logger the configuration asks for, writing to opts.Err.
+// logger builds the logger the configuration asks for, writing to opts.Err
+// one record a line: logfmt-like text, or JSON objects with log.format:
+// json. Durations read the same in both, as Go duration strings ("1.5s",
+// "250ms", as in the configuration file), not as slog's JSON default of
+// integer nanoseconds.
 func (e *env) logger(cfg *Config) *slog.Logger {
 	level, _ := cfg.logLevel() // validated
 	ho := &slog.HandlerOptions{Level: level}
 	if cfg.Log.Format == "json" {
+		ho.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(e.opts.Err, ho))
 	}
 	return slog.New(slog.NewTextHandler(e.opts.Err, ho))
+}
+
+// durationText writes a duration attribute as its Go duration string.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // clientConfig is the engine configuration of cfg, with the options' checks
@@ -161,6 +187,7 @@ func (e *env) logger(cfg *Config) *slog.Logger {
 func (e *env) clientConfig(cfg *Config, log *slog.Logger) prescient.Config {
 	pc := cfg.ClientConfig(e.opts.Checks, log)
 	pc.Now = e.opts.Now
+	pc.Observer = e.observer
 	return pc
 }
 

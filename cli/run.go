@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/metrics"
 )
 
 // runOpts are the options of `prescient run`.
@@ -41,13 +42,18 @@ shutdown_grace to finish (checks still running then are interrupted and their
 jobs left due, untouched), deregisters and exits 0. A second signal exits at
 once with status 130; nothing is lost either, since every check's effects
 commit with its job's new state or not at all. Logs go to stderr as text, or
-JSON with log.format: json.
+JSON with log.format: json (then every line run writes to stderr is a JSON
+object, the signal messages and a failing run's error included). At
+log.level: info it logs one line per slot that had jobs in it; at debug,
+every slot fired and every sweep.
 
-With http.listen set it serves GET /healthz (200 while the process runs) and
+With http.listen set it serves GET /healthz (200 while the process runs),
 GET /readyz (200 when its last use of the database succeeded; 503 "database
 unreachable" while the database is away, with the error in the log: the
 server keeps running, retries, and catches up the slots it missed once the
-database is back).
+database is back) and GET /metrics (Prometheus metrics: checks run, slot lag,
+pending, upcoming and overdue jobs, store errors, readiness; the database is
+read for them in the background, at most once every 30s).
 
 A database that cannot be reached at start-up is tried again, backing off
 from 250ms to 15s between attempts and logging each failure, not ready
@@ -60,8 +66,11 @@ any; a configuration that sets them records its grid (changing it, with a
 warning, when it differs).
 
 The stock binary knows only the example check order_unshipped; build your own
-binary with cli.NewRootCommand to run your own Go checks. Jobs of checks a
-server does not know stay pending, and are reported.`,
+binary with cli.NewRootCommand to run your own Go checks, or declare checks in
+SQL in the configuration's checks section (prescient checks lists them; their
+queries are prepared at start-up, and one that the database refuses stops run
+with the check's key and line). Jobs of checks a server does not know stay
+pending, and are reported.`,
 		Example: `  PRESCIENT_DATABASE_URL=postgres://app@localhost:5432/app prescient run
   PRESCIENT_SERVER=web-2 prescient run --config /etc/prescient.yaml --migrate`,
 		Args: cobra.NoArgs,
@@ -69,6 +78,11 @@ server does not know stay pending, and are reported.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			cfg, err := e.config()
+			if err != nil {
+				return err
+			}
+			log := e.logger(cfg)
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			sigs := make(chan os.Signal, 2)
@@ -76,13 +90,20 @@ server does not know stay pending, and are reported.`,
 			defer signal.Stop(sigs)
 			go func() {
 				sig := <-sigs
-				fmt.Fprintf(e.opts.Err, "received %s: stopping (a second signal exits at once)\n", sig)
+				log.Info("received "+sig.String()+": stopping (a second signal exits at once)", "signal", sig.String())
 				cancel()
 				sig = <-sigs
-				fmt.Fprintf(e.opts.Err, "received %s again: exiting at once\n", sig)
+				log.Warn("received "+sig.String()+" again: exiting at once", "signal", sig.String())
 				os.Exit(130)
 			}()
-			return e.run(ctx, o)
+			err = e.run(ctx, cfg, log, o)
+			if err != nil && cfg.Log.Format == "json" {
+				// Every line on stderr is JSON: the error too, as a
+				// record, instead of cobra's "Error: ..." line.
+				log.Error("run failed", "error", err)
+				cmd.SilenceErrors = true
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&o.migrate, "migrate", false, "run the migrations before starting")
@@ -101,25 +122,37 @@ const (
 )
 
 // run serves until ctx ends, then stops the client and returns nil.
-func (e *env) run(ctx context.Context, o *runOpts) error {
-	cfg, err := e.config()
-	if err != nil {
-		return err
-	}
-	log := e.logger(cfg)
+func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts) error {
 	ready := &startupReadier{}
+	m := metrics.New(nil)
+	e.observer = m
 	if cfg.HTTP.Listen != "" {
-		stopHTTP, err := serveHealth(cfg.HTTP.Listen, ready, log)
+		stopHTTP, err := serveHTTP(cfg.HTTP.Listen, e.httpHandler(ready, metricsRegistry(m), log), log)
 		if err != nil {
 			return err
 		}
 		defer stopHTTP()
 	}
+	apiToken, err := e.apiToken(cfg) // api.listen: no API without its bearer token
+	if err != nil {
+		return err
+	}
+	stopDelivery, err := e.startDelivery(ctx, cfg, log) // sinks: workers on a store of their own, stopped after the client
+	if err != nil {
+		return err
+	}
+	defer stopDelivery()
 	client, closeStore, err := e.startServer(ctx, cfg, o, log, ready)
 	if err != nil || client == nil {
 		return err // nil: stopped before it started
 	}
 	defer closeStore()
+	m.Watch(client)
+	stopAPI, err := e.serveAPI(ctx, cfg, apiToken, client, log) // api.listen; on an error it has stopped client
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
 	pc := client.Config()
 	names := make([]string, 0)
 	for _, c := range pc.Checks.All() {
@@ -216,6 +249,10 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 			return nil, nil, err
 		}
 		log.Info("migrated", "database", describeStore(&cfg))
+	}
+	if err := e.declare(ctx, st, &cfg, true); err != nil { // declared.go
+		st.Close()
+		return nil, nil, startupError(err)
 	}
 	recorded, err := useRecordedGrid(ctx, st.Driver(), &cfg, false)
 	if err != nil {

@@ -144,6 +144,7 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 	}
 
 	fmt.Fprintf(out, "\nhistory (24h): %s\n", outcomeCounts(st.Outcomes, "none"))
+	fmt.Fprintf(out, "deliveries: %s\n", deliveryCounts(st.Deliveries))
 
 	fmt.Fprintln(out, "\nservers:")
 	if len(st.Servers) == 0 {

@@ -72,6 +72,14 @@ type Driver interface {
 	// JobListParams), walking the (next_check_at, id) index, or the
 	// (entity, key, check) one when p names an entity.
 	JobList(ctx context.Context, p *JobListParams) ([]*Job, error)
+	// JobEntities returns the distinct entity names of pending jobs that
+	// sort after `after` (all of them when it is empty), in the order of the
+	// (entity, entity_key, check_name) index, at most limit (which must be
+	// positive). It skips from one entity to the next on that index (a
+	// loose index scan), so its cost follows the names it returns, never the
+	// number of pending jobs; page on by passing the last name returned.
+	// Shell completion reads entity names with it.
+	JobEntities(ctx context.Context, after string, limit int) ([]string, error)
 
 	// JobsDue lists pending jobs with next_check_at exactly p.Slot and
 	// id > p.AfterID, ascending by id, at most p.Limit. Its cost is
@@ -121,6 +129,24 @@ type Driver interface {
 	// HistoryPrune deletes history records finished before `before`, and ledger
 	// rows of slots before it, returning how many history records went.
 	HistoryPrune(ctx context.Context, before time.Time) (int, error)
+
+	// DeliveriesClaim claims up to p.Limit deliveries of sink p.Sink that
+	// are pending and due at p.Now, soonest first, in a transaction of its
+	// own: each gets one more attempt, p.Server as its lease's owner, and
+	// p.LeaseUntil as its NextAttemptAt, so that no other claim takes it
+	// before the lease ends (deliveries another transaction is claiming are
+	// skipped, never waited for). It returns them with their events.
+	DeliveriesClaim(ctx context.Context, p *DeliveriesClaimParams) ([]*Delivery, error)
+	// DeliveryFinish records the result of an attempt, if the delivery is
+	// still pending with p.Attempt attempts (see DeliveryFinishParams), and
+	// reports whether it was.
+	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (bool, error)
+	// DeliveryList lists deliveries with their events, newest event first
+	// (then by sink).
+	DeliveryList(ctx context.Context, p *DeliveryListParams) ([]*Delivery, error)
+	// DeliveryCounts counts deliveries per sink: pending and dead ones, and
+	// those delivered at or after since. A sink with none is left out.
+	DeliveryCounts(ctx context.Context, since time.Time) (map[string]*DeliveryCount, error)
 
 	// ServerHeartbeat upserts a server's registration.
 	ServerHeartbeat(ctx context.Context, s *Server) error
@@ -239,6 +265,14 @@ type Tx interface {
 	// connection was lost, SQLite rolled it back): every check's writes in it
 	// are gone.
 	Err() error
+
+	// OutboxRecord records an event raised by a check, with one pending
+	// delivery per sink of p.Sinks, in the transaction and the check's
+	// savepoint: it commits with the check's other writes, or not at all.
+	// An event whose idempotency key was recorded before (by this
+	// transaction or one committed) is not recorded again, and
+	// OutboxRecord reports false.
+	OutboxRecord(ctx context.Context, p *OutboxRecordParams) (bool, error)
 
 	// Apply applies the decisions, all in the transaction, in one statement
 	// where the store allows. It refuses params that fail Validate and
