@@ -17,6 +17,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/metrics"
+	"github.com/prescient-dev/prescient/postgres"
 )
 
 // runOpts are the options of `prescient run`.
@@ -240,6 +241,9 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
 	st, err := openStore(openCtx, &cfg, false)
 	cancel()
+	if errors.Is(err, postgres.ErrPooler) {
+		return nil, nil, permanentError{err} // the URL must change: retrying cannot help
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,12 @@ const cancelGrace = 5 * time.Second
 // rather than when the server notices the lost connection. Pools handed to
 // New should do the same; one with pgx's default loses the connection, and
 // the batch's transaction, to a cancelled statement.
+//
+// A commit whose wait for a synchronous standby that cancel request ends is
+// reported as an error, not as done (closeOnUnreplicatedCommit). Behind a
+// connection pooler (PgBouncer), Open refuses, with ErrPooler saying what to
+// change, unless the URL sets a default_query_exec_mode that prepares no
+// named statements and opts.Schema is empty (refusePooler).
 func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	var o Opts
 	if opts != nil {
@@ -83,6 +91,10 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
 	}
+	cfg.ConnConfig.OnNotice = closeOnUnreplicatedCommit(cfg.ConnConfig.OnNotice)
+	if err := refusePooler(ctx, cfg.ConnConfig, o.Schema); err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
@@ -94,6 +106,76 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	s := New(pool, &o)
 	s.ownsPool = true
 	return s, nil
+}
+
+// syncRepCancelled begins the warning PostgreSQL sends when a cancel
+// request stops a commit's wait for a synchronous standby: the transaction
+// has committed on the primary, but may not have reached the standby.
+const syncRepCancelled = "canceling wait for synchronous replication"
+
+// closeOnUnreplicatedCommit wraps a notice handler. A statement whose
+// context ends sends the server a cancel request (see Open); if it was a
+// commit waiting for a synchronous standby, PostgreSQL stops the wait, warns,
+// and reports the commit as done, although a failover may take it back. On
+// that warning the handler closes the connection, so that the caller gets an
+// error (the commit is in doubt, as when a connection is lost) instead of an
+// acknowledgement that the standby never saw.
+func closeOnUnreplicatedCommit(next pgconn.NoticeHandler) pgconn.NoticeHandler {
+	return func(c *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.HasPrefix(n.Message, syncRepCancelled) {
+			_ = c.Close(context.Background())
+		}
+		if next != nil {
+			next(c, n)
+		}
+	}
+}
+
+// ErrPooler is the error Open returns when it finds itself behind a
+// connection pooler (PgBouncer, or any other that answers with server
+// connections of its own choosing) with settings that a pooler in
+// transaction mode breaks.
+var ErrPooler = errors.New("connected through a connection pooler")
+
+// refusePooler opens one connection and asks the server its backend pid.
+// Directly connected, it is the pid the connection was opened with; behind
+// a pooler it is not (the pooler makes up the key it gives its clients).
+// Behind a pooler, whose transaction mode may hand each transaction to
+// another server connection, prescient keeps no session state only if pgx
+// prepares no named statements (default_query_exec_mode exec,
+// cache_describe or simple_protocol in the URL) and no schema is put in the
+// search_path per connection (Opts.Schema empty); otherwise refusePooler
+// says so. It cannot tell session pooling from transaction pooling, so it
+// asks the same of both. A connection that fails is not its business: the
+// pool reports it.
+func refusePooler(ctx context.Context, cfg *pgx.ConnConfig, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var pid uint32
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil || pid == conn.PgConn().PID() {
+		return nil
+	}
+	var fix []string
+	switch cfg.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeSimpleProtocol:
+	default:
+		fix = append(fix, "add default_query_exec_mode=exec to the database URL (pgx otherwise prepares named statements on a "+
+			"server connection, which the pooler does not keep for the next transaction)")
+	}
+	if schema != "" {
+		fix = append(fix, fmt.Sprintf("leave the schema setting empty and give the role the search_path instead "+
+			"(ALTER ROLE … SET search_path = %s, public): a search_path set per connection stays on one server connection of the pooler's",
+			pgx.Identifier{schema}.Sanitize()))
+	}
+	if len(fix) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (the server answers as backend pid %d, not the %d this connection was opened with): "+
+		"a pooler in transaction mode hands each transaction to any of its server connections, so prescient must keep no state "+
+		"between transactions: %s; and run migrations against PostgreSQL directly", ErrPooler, pid, conn.PgConn().PID(), strings.Join(fix, "; "))
 }
 
 // New returns a store over an existing pool, which stays the caller's: Close
