@@ -150,8 +150,9 @@ type Config struct {
 	// SweepOnStartDisabled turns off the sweep Start runs. The zero value
 	// (false) sweeps at start-up.
 	SweepOnStartDisabled bool
-	// HistoryRetention is how long history records are kept; -1 keeps them
-	// forever. Default HistoryRetentionDefault.
+	// HistoryRetention is how long history records are kept, and events
+	// whose deliveries are done; -1 keeps them forever. Default
+	// HistoryRetentionDefault.
 	HistoryRetention time.Duration
 	// PruneSchedule is the cron spec of history pruning. Default
 	// PruneScheduleDefault; "-" disables it.

@@ -126,8 +126,10 @@ type Driver interface {
 	HistoryList(ctx context.Context, f history.Filter) ([]*history.Record, error)
 	// HistoryCounts counts history records per outcome finished at or after since.
 	HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error)
-	// HistoryPrune deletes history records finished before `before`, and ledger
-	// rows of slots before it, returning how many history records went.
+	// HistoryPrune deletes history records finished before `before`, ledger
+	// rows of slots before it, and events recorded before it that no sink
+	// still has to deliver (with their deliveries), in bounded batches, and
+	// returns how many history records went.
 	HistoryPrune(ctx context.Context, before time.Time) (int, error)
 
 	// DeliveriesClaim claims up to p.Limit deliveries of sink p.Sink that

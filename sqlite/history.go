@@ -157,6 +157,29 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 			break
 		}
 	}
+	// Events go with the history of their time once no sink still has to
+	// deliver them (their deliveries go with them).
+	for {
+		var batch int64
+		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `
+				DELETE FROM prescient_outbox WHERE id IN (
+					SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
+						AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
+					ORDER BY o.created_at LIMIT $2)`, micros(before), s.pruneBatchSize())
+			if err != nil {
+				return err
+			}
+			batch, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return int(n), fmt.Errorf("prune events before %s: %w", before.Format(time.RFC3339), interpretError(err))
+		}
+		if batch < int64(s.pruneBatchSize()) {
+			break
+		}
+	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before)); err != nil {
 			return err

@@ -297,3 +297,48 @@ func testDeliveryConcurrentClaims(t *testing.T, h *Harness) {
 		}
 	}
 }
+
+// HistoryPrune takes the events recorded before its time with it, once no
+// sink still has to deliver them, in batches; an event still pending for a
+// sink stays, whatever its age.
+func testOutboxPrune(t *testing.T, h *Harness) {
+	now := at(time.Minute)
+	record(t, h, "pending", "alert", []string{"ops"}, now)
+	record(t, h, "delivered", "alert", []string{"ops"}, now.Add(time.Second))
+	record(t, h, "dead", "alert", []string{"ops"}, now.Add(2*time.Second))
+	record(t, h, "no-sink", "alert", nil, now)
+	record(t, h, "newer", "alert", nil, now.Add(time.Hour))
+	later := now.Add(3 * time.Second)
+	for _, d := range claimDeliveries(t, h, "ops", later, time.Minute, 10) {
+		switch d.Event.Key {
+		case "delivered":
+			finishDelivery(t, h, &driver.DeliveryFinishParams{EventID: d.Event.ID, Sink: "ops", Attempt: 1, Attempts: 1,
+				State: driver.DeliveryDelivered, Status: 200, Now: later})
+		case "dead":
+			finishDelivery(t, h, &driver.DeliveryFinishParams{EventID: d.Event.ID, Sink: "ops", Attempt: 1, Attempts: 1,
+				State: driver.DeliveryDead, Status: 500, Err: "HTTP 500", Now: later})
+		}
+	}
+	if h.SetPruneBatch != nil {
+		h.SetPruneBatch(1) // the three prunable events go in three batches
+	}
+	if _, err := h.Store.HistoryPrune(t.Context(), now.Add(time.Minute)); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	var left []string
+	for _, k := range []string{"pending", "delivered", "dead", "no-sink", "newer"} {
+		n, err := h.QueryInt(t.Context(), `SELECT count(*) FROM prescient_outbox WHERE entity_key = $1`, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			left = append(left, k)
+		}
+	}
+	if !slices.Equal(left, []string{"pending", "newer"}) {
+		t.Errorf("events left after the prune: %v, want the one still pending and the newer one", left)
+	}
+	if n, err := h.QueryInt(t.Context(), `SELECT count(*) FROM prescient_deliveries`); err != nil || n != 1 {
+		t.Errorf("deliveries left: %d, %v; want 1 (the pending one)", n, err)
+	}
+}

@@ -104,6 +104,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"OutboxRecord", testOutboxRecord},
 		{"DeliveryLease", testDeliveryLease},
 		{"DeliveryConcurrentClaims", testDeliveryConcurrentClaims},
+		{"OutboxPrune", testOutboxPrune},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

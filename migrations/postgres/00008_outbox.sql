@@ -51,6 +51,9 @@ CREATE TABLE prescient_deliveries (
     PRIMARY KEY (event_id, sink)
 );
 
+-- Events by age, for pruning with history (HistoryPrune).
+CREATE INDEX prescient_outbox_created ON prescient_outbox (created_at);
+
 -- The due deliveries of one sink, soonest first: what a sink's worker claims.
 CREATE INDEX prescient_deliveries_due ON prescient_deliveries (sink, next_attempt_at) WHERE state = 'pending';
 -- The dead deliveries, for status and `prescient deliveries --state dead`.

@@ -33,6 +33,8 @@ CREATE TABLE prescient_deliveries (
     PRIMARY KEY (event_id, sink)
 ) STRICT;
 
+-- Events by age, for pruning with history (HistoryPrune).
+CREATE INDEX prescient_outbox_created ON prescient_outbox (created_at);
 CREATE INDEX prescient_deliveries_due ON prescient_deliveries (sink, next_attempt_at) WHERE state = 'pending';
 CREATE INDEX prescient_deliveries_dead ON prescient_deliveries (sink, event_id) WHERE state = 'dead';
 CREATE INDEX prescient_deliveries_delivered ON prescient_deliveries (delivered_at) WHERE state = 'delivered';
