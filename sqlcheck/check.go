@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -159,7 +160,7 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 	if len(keys) == 0 {
 		return results, nil
 	}
-	rows, err := c.query(ctx, jobs[0].Tx, keys, due, len(jobs))
+	rows, err := c.queryApart(ctx, jobs[0].Tx, keys, due, results)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +184,79 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 		results[i].Next = next
 	}
 	return results, nil
+}
+
+// savepoint names the savepoint queryApart runs each query in.
+const savepoint = "prescient_sqlcheck"
+
+// queryApart runs the query for keys in a savepoint and returns what it
+// found of each job (see query). When the query fails, it runs it again for
+// each half of the keys, and so on, so that a key the query cannot take (one
+// that does not cast to the column's type, or that comes back in another
+// spelling) fails its own job, with the query's error in results, and not
+// the jobs that merely shared its batch. A query that fails whatever the
+// keys would cost a query per key this way: after queryTries queries the
+// keys left fail together, as the batch did. A query stopped by the
+// runtime guard fails the batch.
+func (c *Check) queryApart(ctx context.Context, tx checks.Tx, keys []string, due map[string]int, results []checks.Result) ([]*found, error) {
+	out := make([]*found, len(results))
+	tries := queryTries(len(keys))
+	var run func(keys []string) error
+	run = func(keys []string) error {
+		tries--
+		if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+			return fmt.Errorf("query: %w", err)
+		}
+		part := due
+		if len(keys) < len(due) {
+			part = make(map[string]int, len(keys))
+			for _, k := range keys {
+				part[k] = due[k]
+			}
+		}
+		got, qerr := c.query(ctx, tx, keys, part, len(results))
+		if qerr == nil {
+			for i, f := range got {
+				if f != nil {
+					out[i] = f
+				}
+			}
+			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
+				return fmt.Errorf("query: %w", err)
+			}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+			return errors.Join(qerr, err)
+		}
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); err != nil {
+			return errors.Join(qerr, err)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return qerr
+		case len(keys) == 1 || tries < 2:
+			for _, k := range keys {
+				results[due[k]].Err = qerr
+			}
+			return nil
+		}
+		half := len(keys) / 2
+		if err := run(keys[:half]); err != nil {
+			return err
+		}
+		return run(keys[half:])
+	}
+	if err := run(keys); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// queryTries bounds the queries queryApart runs for n keys: enough to find
+// a couple of bad keys by halving, far fewer than n for a large batch.
+func queryTries(n int) int {
+	return 4*bits.Len(uint(n)) + 4
 }
 
 // jobError fails one job, not the batch.

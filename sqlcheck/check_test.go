@@ -280,3 +280,44 @@ func withMaxFailures(t *testing.T, e *engine, n int) *prescient.Client {
 	}
 	return c
 }
+
+// TestBadKeyFailsAlone: a key the query cannot take (it returns another
+// spelling of it, or twice) fails its own job; the other jobs of its batch
+// raise their events and finish as if it were not there.
+func TestBadKeyFailsAlone(t *testing.T) {
+	forStores(t, func(t *testing.T, d *db) {
+		// "007" comes back as "7" (not a due key) and "dup" twice: both are
+		// the query's fault for those keys only.
+		spec := sqlcheck.Spec{Name: "picky", Entity: "order",
+			Query: d.q(
+				`SELECT CASE WHEN id = '007' THEN '7' ELSE id END AS key FROM orders WHERE `+d.due()+
+					` UNION ALL SELECT id FROM orders WHERE id = 'dup' AND `+d.due(),
+				`SELECT CASE WHEN id = '007' THEN '7' ELSE id END AS key FROM orders WHERE `+d.due()+
+					` UNION ALL SELECT id FROM orders WHERE id = 'dup' AND `+d.due()),
+			Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+		e := d.newEngine(spec)
+		e.client = withMaxFailures(t, e, 1)
+		good := []string{"a", "b", "c", "d", "e", "f"}
+		for _, k := range append(append([]string{}, good...), "007", "dup") {
+			d.order(k, "unshipped", epoch, 1)
+		}
+		slot := epoch.Add(time.Hour)
+		for _, k := range append(append([]string{}, good...), "007", "dup") {
+			e.schedule("picky", k, slot)
+		}
+		e.fire(slot, slot)
+		for _, k := range good {
+			if r := e.finished("picky", k); r.Outcome != history.Done {
+				t.Errorf("%s: %s (%s), want done: a bad key of its batch failed it", k, r.Outcome, r.LastError)
+			}
+		}
+		for k, msg := range map[string]string{"007": `returned key "7"`, "dup": `returned key "dup" twice`} {
+			if r := e.finished("picky", k); r.Outcome != history.Failed || !strings.Contains(r.LastError, msg) {
+				t.Errorf("%s: %s with %q, want failed with %q", k, r.Outcome, r.LastError, msg)
+			}
+		}
+		if evs := d.events("picky"); len(evs) != len(good) {
+			t.Errorf("events %v, want one per good key (%d)", evs, len(good))
+		}
+	})
+}

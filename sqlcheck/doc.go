@@ -57,10 +57,15 @@
 //
 // # Failures
 //
-// A batch fails as a whole, retried and finally failed like any check, with
-// the reason in the job's history: when the query fails (its error is
-// the reason), runs past the check's runtime guard, returns a key that was
-// not among the due keys, returns a key twice, or returns a NULL key. A
+// A query that fails (its error is the reason), returns a key that was not
+// among the due keys, returns a key twice, or returns a NULL key fails its
+// jobs, retried and finally failed like any check, with the reason in the
+// job's history. The query runs in a savepoint, and when it fails it runs
+// again for each half of the keys, and so on, so that a key the query
+// cannot take (one that does not cast to the column's type, say) fails its
+// own job and not the batch; a query that fails whatever the keys stops
+// being split after a few dozen queries and fails the jobs left. A query
+// that runs past the check's runtime guard fails the whole batch. A
 // job whose anchor is NULL or not a time, whose payload is too large, or
 // whose entity is not the check's, fails alone: the batch's other jobs go
 // on, and their events are recorded.

@@ -158,7 +158,9 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		}
 	}
 	// Events go with the history of their time once no sink still has to
-	// deliver them (their deliveries go with them).
+	// deliver them (their deliveries go with them) and their job is no
+	// longer pending: a pending job's stages must stay raised, or its next
+	// check would raise them again.
 	for {
 		var batch int64
 		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
@@ -166,6 +168,7 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 				DELETE FROM prescient_outbox WHERE id IN (
 					SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
 						AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
+						AND NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.entity = o.entity AND j.entity_key = o.entity_key AND j.check_name = o.check_name)
 					ORDER BY o.created_at LIMIT $2)`, micros(before), s.pruneBatchSize())
 			if err != nil {
 				return err

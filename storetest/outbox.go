@@ -299,8 +299,9 @@ func testDeliveryConcurrentClaims(t *testing.T, h *Harness) {
 }
 
 // HistoryPrune takes the events recorded before its time with it, once no
-// sink still has to deliver them, in batches; an event still pending for a
-// sink stays, whatever its age.
+// sink still has to deliver them and their job is no longer pending, in
+// batches; an event still pending for a sink, or of a job still pending,
+// stays, whatever its age.
 func testOutboxPrune(t *testing.T, h *Harness) {
 	now := at(time.Minute)
 	record(t, h, "pending", "alert", []string{"ops"}, now)
@@ -308,6 +309,8 @@ func testOutboxPrune(t *testing.T, h *Harness) {
 	record(t, h, "dead", "alert", []string{"ops"}, now.Add(2*time.Second))
 	record(t, h, "no-sink", "alert", nil, now)
 	record(t, h, "newer", "alert", nil, now.Add(time.Hour))
+	record(t, h, "job-pending", "alert", nil, now)
+	schedule(t, h, "order", "job-pending", "unshipped", slot(100), "")
 	later := now.Add(3 * time.Second)
 	for _, d := range claimDeliveries(t, h, "ops", later, time.Minute, 10) {
 		switch d.Event.Key {
@@ -326,7 +329,7 @@ func testOutboxPrune(t *testing.T, h *Harness) {
 		t.Fatalf("prune: %v", err)
 	}
 	var left []string
-	for _, k := range []string{"pending", "delivered", "dead", "no-sink", "newer"} {
+	for _, k := range []string{"pending", "delivered", "dead", "no-sink", "newer", "job-pending"} {
 		n, err := h.QueryInt(t.Context(), `SELECT count(*) FROM prescient_outbox WHERE entity_key = $1`, k)
 		if err != nil {
 			t.Fatal(err)
@@ -335,8 +338,8 @@ func testOutboxPrune(t *testing.T, h *Harness) {
 			left = append(left, k)
 		}
 	}
-	if !slices.Equal(left, []string{"pending", "newer"}) {
-		t.Errorf("events left after the prune: %v, want the one still pending and the newer one", left)
+	if !slices.Equal(left, []string{"pending", "newer", "job-pending"}) {
+		t.Errorf("events left after the prune: %v, want the one still pending, the newer one and the pending job's", left)
 	}
 	if n, err := h.QueryInt(t.Context(), `SELECT count(*) FROM prescient_deliveries`); err != nil || n != 1 {
 		t.Errorf("deliveries left: %d, %v; want 1 (the pending one)", n, err)
