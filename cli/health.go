@@ -94,6 +94,11 @@ func (l promLogger) Println(v ...any) {
 // serveHTTP listens on addr and serves h until the returned function is
 // called.
 func serveHTTP(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	// A port without a host is loopback only, as for api.listen: the page
+	// and /metrics show jobs' keys, payloads and errors.
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		addr = net.JoinHostPort("127.0.0.1", port)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
@@ -104,7 +109,7 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (stop func(), err 
 			log.Error("http", "error", err)
 		}
 	}()
-	log.Info("serving http", "addr", ln.Addr().String(), "endpoints", []string{"/healthz", "/readyz", "/metrics"})
+	log.Info("serving http", "addr", ln.Addr().String(), "endpoints", []string{"/", "/healthz", "/readyz", "/metrics"})
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

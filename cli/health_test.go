@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -47,5 +48,24 @@ func TestReadyzHidesDatabaseDetails(t *testing.T) {
 	}
 	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
+	}
+}
+
+// TestHTTPListenPortAloneIsLoopback: http.listen ":0" serves loopback only,
+// as api.listen does; the page and /metrics show keys and errors.
+func TestHTTPListenPortAloneIsLoopback(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	stop, err := serveHTTP(":0", http.NotFoundHandler(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var rec struct{ Addr string }
+	if err := json.Unmarshal([]byte(strings.SplitN(logs.String(), "\n", 2)[0]), &rec); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	if !strings.HasPrefix(rec.Addr, "127.0.0.1:") {
+		t.Fatalf("http.listen :0 listens on %q, want 127.0.0.1:<port>", rec.Addr)
 	}
 }
