@@ -56,7 +56,7 @@ func (e *env) demoCommand() *cobra.Command {
 	o := &demoOpts{}
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Watch unshipped orders raise alerts and escalations, delivered to a webhook, in about 15 seconds",
+		Short: "Watch unshipped orders raise alerts and escalations, delivered to a webhook, in about 10 seconds",
 		Long: `demo runs the order example against a throwaway database and narrates it, on
 a 2-second slot grid, with orders alerting after 4s and escalating after 8s.
 
