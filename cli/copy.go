@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -26,6 +29,9 @@ type copyOpts struct {
 	toSchema string
 	pageSize int
 	json     bool
+	// leaveDeliveries copies although events still wait for delivery in
+	// the source: copy does not move events, so those are never delivered.
+	leaveDeliveries bool
 }
 
 // Validate checks that a target is named and the page size is sane.
@@ -60,7 +66,9 @@ either all of them arrive or none do, and a failed copy can simply be run
 again. The target's id sequence is moved past the copied ids.
 
 copy refuses a target that already holds pending jobs or history (it never
-merges two stores) and a target that is the source itself. The source is left
+merges two stores) and a target that is the source itself. It does not move
+events (the outbox): it refuses while deliveries are still pending in the
+source, unless --leave-deliveries. The source is left
 as it is (an older SQLite file only has its schema brought up to date), so
 nothing is lost if you stay on it.
 
@@ -98,6 +106,8 @@ records copied so far. --json prints what was copied as one JSON document.`,
 	cmd.Flags().StringVar(&o.toSchema, "to-schema", "", "PostgreSQL `SCHEMA` to copy into (default: the connection's search_path, usually public)")
 	cmd.Flags().IntVar(&o.pageSize, "page-size", copyPageSizeDefault, "copy `N` jobs or history records at a time")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print what was copied as JSON for scripts")
+	cmd.Flags().BoolVar(&o.leaveDeliveries, "leave-deliveries", false,
+		"copy although event deliveries are still pending in the source (copy does not move events: they will never be delivered)")
 	return cmd
 }
 
@@ -131,6 +141,9 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		return err
 	}
 	defer src.Close()
+	if err := pendingDeliveries(ctx, errOut, src.Driver(), describeStore(cfg), o.leaveDeliveries); err != nil {
+		return err
+	}
 	dst, err := postgres.Open(ctx, o.to, &postgres.Opts{Schema: o.toSchema})
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
@@ -158,6 +171,38 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		}{res, res.Grid.Resolution.String(), res.Grid.Offset.String()})
 	}
 	writeCopyResult(out, res)
+	return nil
+}
+
+// pendingDeliveries refuses a copy while events still wait for delivery in
+// the source, since copy does not move events (their deliveries would never
+// happen), unless leave is set: then it warns on errOut.
+func pendingDeliveries(ctx context.Context, errOut io.Writer, src driver.Driver, from string, leave bool) error {
+	counts, err := src.DeliveryCounts(ctx, time.Now())
+	if err != nil {
+		return fmt.Errorf("copy: count pending deliveries: %w", err)
+	}
+	var (
+		n     int
+		sinks []string
+	)
+	for sink, c := range counts {
+		if c.Pending > 0 {
+			n += c.Pending
+			sinks = append(sinks, sink)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	sort.Strings(sinks)
+	what := fmt.Sprintf("%d event deliver(ies) to sink(s) %s still pending in %s, and copy does not move events",
+		n, strings.Join(sinks, ", "), from)
+	if !leave {
+		return fmt.Errorf("copy: %s: run a server on it until `prescient deliveries --state pending` lists none, "+
+			"or pass --leave-deliveries to copy without them (they will never be delivered)", what)
+	}
+	fmt.Fprintf(errOut, "warning: %s; --leave-deliveries: they will never be delivered\n", what)
 	return nil
 }
 

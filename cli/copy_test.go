@@ -402,3 +402,44 @@ func TestCopyAllOrNothing(t *testing.T) {
 		t.Errorf("job scheduled on the target after the copy: id %d, want > %d", got[0].Job.ID, maxID)
 	}
 }
+
+// TestCopyRefusesPendingDeliveries: copy does not move events, so it refuses
+// a source whose events still wait for delivery, unless --leave-deliveries,
+// which warns.
+func TestCopyRefusesPendingDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "src.db")
+	st, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.Driver().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: "42", Check: "c",
+		Stage: "alert", Event: "order.late", IdempotencyKey: "order/42/c/alert", Sinks: []string{"ops"}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	h := &harness{t: t, config: writeConfig(t, "database:\n  path: "+path+"\n")}
+	if _, err := h.run("copy", "--to", url, "--to-schema", schema); err == nil ||
+		!strings.Contains(err.Error(), "1 event deliver(ies) to sink(s) ops still pending") || !strings.Contains(err.Error(), "--leave-deliveries") {
+		t.Fatalf("copy with a pending delivery: %v, want a refusal naming it and --leave-deliveries", err)
+	}
+	_, stderr, err := h.runCtx(ctx, "copy", "--to", url, "--to-schema", schema, "--leave-deliveries")
+	if err != nil {
+		t.Fatalf("copy --leave-deliveries: %v", err)
+	}
+	if !strings.Contains(stderr, "warning: 1 event deliver(ies)") {
+		t.Errorf("copy --leave-deliveries said nothing of the delivery left behind:\n%s", stderr)
+	}
+}
