@@ -153,38 +153,25 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 	// Delete in batches, each its own transaction, so that a long backlog
 	// (retention shortened from 30 days to 7, say) never holds one huge
 	// transaction, its locks and its WAL at once.
-	var n int64
-	for {
-		tag, err := s.pool.Exec(ctx, `
-			DELETE FROM prescient_history WHERE id IN (
-				SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, before, s.pruneBatchSize())
-		if err != nil {
-			return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, interpretError(err))
-		}
-		n += tag.RowsAffected()
-		if tag.RowsAffected() < int64(s.pruneBatchSize()) {
-			break
-		}
+	n, err := s.deleteInBatches(ctx, `
+		DELETE FROM prescient_history WHERE id IN (
+			SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, before)
+	if err != nil {
+		return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, err)
 	}
 	// Events go with the history of their time once no sink still has to
 	// deliver them (their deliveries go with them) and their job is no
 	// longer pending: a pending job's stages must stay raised, or its next
 	// check would raise them again.
-	for {
-		tag, err := s.pool.Exec(ctx, `
-			DELETE FROM prescient_outbox WHERE id IN (
-				SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
-					AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
-					AND NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.entity = o.entity AND j.entity_key = o.entity_key AND j.check_name = o.check_name)
-				ORDER BY o.created_at LIMIT $2)`, before, s.pruneBatchSize())
-		if err != nil {
-			return int(n), fmt.Errorf("prune events before %s: %w", before.Format(time.RFC3339), interpretError(err))
-		}
-		if tag.RowsAffected() < int64(s.pruneBatchSize()) {
-			break
-		}
+	if _, err := s.deleteInBatches(ctx, `
+		DELETE FROM prescient_outbox WHERE id IN (
+			SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
+				AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
+				AND NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.entity = o.entity AND j.entity_key = o.entity_key AND j.check_name = o.check_name)
+			ORDER BY o.created_at LIMIT $2)`, before); err != nil {
+		return int(n), fmt.Errorf("prune events before %s: %w", before.Format(time.RFC3339), err)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before); err != nil {
 			return err
 		}
@@ -195,6 +182,23 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
 	}
 	return int(n), nil
+}
+
+// deleteInBatches runs del, a DELETE of at most $2 rows older than $1
+// (before), each time in a transaction of its own, until it deletes fewer
+// than a batch, and returns how many rows went.
+func (s *Store) deleteInBatches(ctx context.Context, del string, before time.Time) (int64, error) {
+	var n int64
+	for {
+		tag, err := s.pool.Exec(ctx, del, before, s.pruneBatchSize())
+		if err != nil {
+			return n, interpretError(err)
+		}
+		n += tag.RowsAffected()
+		if tag.RowsAffected() < int64(s.pruneBatchSize()) {
+			return n, nil
+		}
+	}
 }
 
 // pruneBatchDefault is how many history records one transaction of

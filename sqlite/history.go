@@ -136,54 +136,25 @@ func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history
 func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error) {
 	// Delete in batches, each its own transaction, so that a long backlog
 	// never holds the database's one writer lock for long.
-	var n int64
-	for {
-		var batch int64
-		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `
-				DELETE FROM prescient_history WHERE id IN (
-					SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, micros(before), s.pruneBatchSize())
-			if err != nil {
-				return err
-			}
-			batch, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, interpretError(err))
-		}
-		n += batch
-		if batch < int64(s.pruneBatchSize()) {
-			break
-		}
+	n, err := s.deleteInBatches(ctx, `
+		DELETE FROM prescient_history WHERE id IN (
+			SELECT id FROM prescient_history WHERE finished_at < $1 ORDER BY finished_at LIMIT $2)`, before)
+	if err != nil {
+		return int(n), fmt.Errorf("prune history before %s (%d records deleted): %w", before.Format(time.RFC3339), n, err)
 	}
 	// Events go with the history of their time once no sink still has to
 	// deliver them (their deliveries go with them) and their job is no
 	// longer pending: a pending job's stages must stay raised, or its next
 	// check would raise them again.
-	for {
-		var batch int64
-		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `
-				DELETE FROM prescient_outbox WHERE id IN (
-					SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
-						AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
-						AND NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.entity = o.entity AND j.entity_key = o.entity_key AND j.check_name = o.check_name)
-					ORDER BY o.created_at LIMIT $2)`, micros(before), s.pruneBatchSize())
-			if err != nil {
-				return err
-			}
-			batch, err = res.RowsAffected()
-			return err
-		})
-		if err != nil {
-			return int(n), fmt.Errorf("prune events before %s: %w", before.Format(time.RFC3339), interpretError(err))
-		}
-		if batch < int64(s.pruneBatchSize()) {
-			break
-		}
+	if _, err := s.deleteInBatches(ctx, `
+		DELETE FROM prescient_outbox WHERE id IN (
+			SELECT o.id FROM prescient_outbox o WHERE o.created_at < $1
+				AND NOT EXISTS (SELECT 1 FROM prescient_deliveries d WHERE d.event_id = o.id AND d.state = 'pending')
+				AND NOT EXISTS (SELECT 1 FROM prescient_jobs j WHERE j.entity = o.entity AND j.entity_key = o.entity_key AND j.check_name = o.check_name)
+			ORDER BY o.created_at LIMIT $2)`, before); err != nil {
+		return int(n), fmt.Errorf("prune events before %s: %w", before.Format(time.RFC3339), err)
 	}
-	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, micros(before)); err != nil {
 			return err
 		}
@@ -194,6 +165,31 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
 	}
 	return int(n), nil
+}
+
+// deleteInBatches runs del, a DELETE of at most $2 rows older than $1
+// (before), each time in a transaction of its own, until it deletes fewer
+// than a batch, and returns how many rows went.
+func (s *Store) deleteInBatches(ctx context.Context, del string, before time.Time) (int64, error) {
+	var n int64
+	for {
+		var batch int64
+		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, del, micros(before), s.pruneBatchSize())
+			if err != nil {
+				return err
+			}
+			batch, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return n, interpretError(err)
+		}
+		n += batch
+		if batch < int64(s.pruneBatchSize()) {
+			return n, nil
+		}
+	}
 }
 
 // pruneBatchDefault is how many history records one transaction of
