@@ -344,7 +344,7 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	limits := c.cfg.Guards.Override(u.check.Opts.Guards)
 	runCtx, cancelRun := context.WithTimeout(hard, limits.Runtime)
 	ct := newCheckTx(tx, runCtx)
-	ob := newOutbox(ct, u.check, u.jobs)
+	ob := newOutbox(ct, u.check)
 	for _, j := range u.jobs {
 		j.Tx, j.Outbox = ct, ob
 	}

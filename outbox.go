@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
@@ -20,29 +19,22 @@ import (
 // servers deliver the recorded events to the sinks (package delivery).
 
 // SeverityMax is the longest severity an event may carry, in bytes.
-const SeverityMax = 100
+const SeverityMax = checks.SeverityMax
 
 // outbox is the checks.Outbox of one call of a check: it records through
-// the call's checks.Tx, for the jobs of that call, with one delivery per
-// sink of the check.
+// the call's checks.Tx, for the jobs of that call (the engine sets their
+// Outbox to it), with one delivery per sink of the check.
 type outbox struct {
 	ct    *checkTx
-	check *checks.Check
 	sinks []string
-	jobs  []*checks.Job
 }
 
 var _ checks.Outbox = (*outbox)(nil)
 
-// newOutbox returns the outbox of a call of check on jobs, over ct.
-func newOutbox(ct *checkTx, check *checks.Check, jobs []*checks.Job) *outbox {
-	var sinks []string
-	for _, s := range check.Opts.Sinks {
-		if !slices.Contains(sinks, s) {
-			sinks = append(sinks, s)
-		}
-	}
-	return &outbox{ct: ct, check: check, sinks: sinks, jobs: jobs}
+// newOutbox returns the outbox of a call of check, over ct. The registry
+// has removed repeated sinks from the check's options.
+func newOutbox(ct *checkTx, check *checks.Check) *outbox {
+	return &outbox{ct: ct, sinks: check.Opts.Sinks}
 }
 
 // errForeignJob is returned by Emit for a job the check was not handed.
@@ -50,14 +42,17 @@ var errForeignJob = errors.New("prescient: emit: the job is not one this check w
 
 // Emit records ev for job in the check's transaction (see checks.Outbox).
 func (o *outbox) Emit(ctx context.Context, job *checks.Job, ev checks.Event) (bool, error) {
-	if !slices.Contains(o.jobs, job) {
+	// The engine hands every job of the call this outbox: a job with
+	// another is not the call's (a constant-time test; a batch of 10,000
+	// jobs each emitting must not search the batch each time).
+	if job.Outbox != checks.Outbox(o) {
 		return false, errForeignJob
+	}
+	if err := ev.Validate(); err != nil {
+		return false, err
 	}
 	if ev.Stage == "" {
 		ev.Stage = ev.Name
-	}
-	if err := validateEvent(ev); err != nil {
-		return false, err
 	}
 	ctx, release, err := o.ct.acquire(ctx)
 	if err != nil {
@@ -78,26 +73,6 @@ func (o *outbox) Emit(ctx context.Context, job *checks.Job, ev checks.Event) (bo
 		Sinks:          o.sinks,
 		Now:            job.Now,
 	})
-}
-
-// validateEvent checks what Job.Emit checks, for callers of Outbox.Emit
-// that bypass it, and the severity.
-func validateEvent(ev checks.Event) error {
-	if err := checks.ValidateName("event", ev.Name); err != nil {
-		return fmt.Errorf("emit: %w", err)
-	}
-	if err := checks.ValidateName("stage", ev.Stage); err != nil {
-		return fmt.Errorf("emit %s: %w", ev.Name, err)
-	}
-	if len(ev.Severity) > SeverityMax {
-		return fmt.Errorf("emit %s: severity is %d bytes, more than %d", ev.Name, len(ev.Severity), SeverityMax)
-	}
-	if len(ev.Payload) > 0 {
-		if err := checks.ValidatePayload(ev.Payload); err != nil {
-			return fmt.Errorf("emit %s: %w", ev.Name, err)
-		}
-	}
-	return nil
 }
 
 // Event is an event a check raised, as the outbox holds it.

@@ -37,28 +37,42 @@ type Outbox interface {
 // by the engine (a Job built by hand, in a test).
 var ErrNoOutbox = errors.New("checks: the job has no outbox (it was not handed to a check by the engine)")
 
-// Emit records ev in the job's transaction (see Event and Outbox). It
-// returns whether the event was recorded: false when its stage was raised
-// before.
+// Emit records ev in the job's transaction (see Event and Outbox), after
+// the outbox has checked it (Event.Validate). It returns whether the event
+// was recorded: false when its stage was raised before.
 func (j *Job) Emit(ctx context.Context, ev Event) (bool, error) {
 	if j.Outbox == nil {
 		return false, ErrNoOutbox
 	}
-	if ev.Stage == "" {
-		ev.Stage = ev.Name
+	return j.Outbox.Emit(ctx, j, ev)
+}
+
+// SeverityMax is the longest severity an event may carry, in bytes.
+const SeverityMax = 100
+
+// Validate reports what makes ev unfit to record: a name or stage that is
+// not a valid name (an empty stage is taken as the name), a severity over
+// SeverityMax bytes, a payload that fails ValidatePayload.
+func (ev Event) Validate() error {
+	stage := ev.Stage
+	if stage == "" {
+		stage = ev.Name
 	}
 	if err := ValidateName("event", ev.Name); err != nil {
-		return false, fmt.Errorf("emit: %w", err)
+		return fmt.Errorf("emit: %w", err)
 	}
-	if err := ValidateName("stage", ev.Stage); err != nil {
-		return false, fmt.Errorf("emit %s: %w", ev.Name, err)
+	if err := ValidateName("stage", stage); err != nil {
+		return fmt.Errorf("emit %s: %w", ev.Name, err)
+	}
+	if len(ev.Severity) > SeverityMax {
+		return fmt.Errorf("emit %s: severity is %d bytes, more than %d", ev.Name, len(ev.Severity), SeverityMax)
 	}
 	if len(ev.Payload) > 0 {
 		if err := ValidatePayload(ev.Payload); err != nil {
-			return false, fmt.Errorf("emit %s: %w", ev.Name, err)
+			return fmt.Errorf("emit %s: %w", ev.Name, err)
 		}
 	}
-	return j.Outbox.Emit(ctx, j, ev)
+	return nil
 }
 
 // IdempotencyKeyFor is the key the receivers of ev see: entity/key/check/stage.

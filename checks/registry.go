@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -98,7 +99,12 @@ func (r *Registry) add(c *Check, opts *Opts) error {
 	if opts != nil {
 		c.Opts = *opts
 		c.Opts.Awaits = append([]string(nil), opts.Awaits...)
-		c.Opts.Sinks = append([]string(nil), opts.Sinks...)
+		c.Opts.Sinks = nil
+		for _, s := range opts.Sinks { // each sink once: one delivery per sink
+			if !slices.Contains(c.Opts.Sinks, s) {
+				c.Opts.Sinks = append(c.Opts.Sinks, s)
+			}
+		}
 	}
 	for _, ev := range c.Opts.Awaits {
 		if err := ValidateName("event", ev); err != nil {
