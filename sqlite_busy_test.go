@@ -3,6 +3,7 @@ package prescient_test
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,9 +37,12 @@ func TestSQLiteHeartbeatStaysReadyBehindSlowChecks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const (
-		busy  = 300 * time.Millisecond
-		slow  = 250 * time.Millisecond // each check: under the busy timeout
-		count = 5                      // together: far over it
+		// Each check well under the busy timeout, so that a loaded machine's
+		// commit time cannot push one group past it (250ms against 300ms
+		// failed under load); together far over it.
+		busy  = time.Second
+		slow  = 200 * time.Millisecond
+		count = 10
 	)
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
 	if err != nil {
@@ -64,7 +68,10 @@ func TestSQLiteHeartbeatStaysReadyBehindSlowChecks(t *testing.T) {
 	}
 	clk := newClock("2026-03-10T10:00:00Z")
 	c := h.client(clk, register(t, "slow", check, nil), func(c *prescient.Config) { c.Workers, c.GroupSize = count, 1 })
-	keys := []string{"1", "2", "3", "4", "5"}
+	var keys []string
+	for i := range count {
+		keys = append(keys, strconv.Itoa(i+1))
+	}
 	for _, k := range keys {
 		schedule(t, c, k, "slow", "2026-03-10T10:15:00Z")
 	}
@@ -79,7 +86,7 @@ func TestSQLiteHeartbeatStaysReadyBehindSlowChecks(t *testing.T) {
 		c.Tick(ctx)
 	}()
 	// Once the second check runs, the other groups wait for the lock behind
-	// it: 3 × 250ms in all.
+	// it: 8 × 200ms in all.
 	<-started
 	<-started
 	if err := c.Heartbeat(ctx); err != nil {
