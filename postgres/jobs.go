@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,7 +90,10 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 // scheduleRounds splits the indexes of params into rounds in which no job
 // appears twice (round n holds the n-th mention of each job), because one
 // upsert statement may not touch a row twice. Every job of a later round is in
-// the first, so only the first round takes locks.
+// the first, so only the first round takes locks. Each round is in lock order
+// (see lockOrder): Go compares strings byte by byte, as COLLATE "C" does, and
+// sorting here rather than in the statement saves the server a sort by three
+// text columns (about a tenth of the upsert's time for 10,000 jobs).
 func scheduleRounds(params []*driver.JobScheduleParams) [][]int {
 	seen := make(map[jobKey]int, len(params))
 	var rounds [][]int
@@ -100,6 +105,12 @@ func scheduleRounds(params []*driver.JobScheduleParams) [][]int {
 			rounds = append(rounds, nil)
 		}
 		rounds[n] = append(rounds[n], i)
+	}
+	for _, round := range rounds {
+		slices.SortFunc(round, func(a, b int) int {
+			pa, pb := params[a], params[b]
+			return cmp.Or(strings.Compare(pa.Entity, pb.Entity), strings.Compare(pa.Key, pb.Key), strings.Compare(pa.Check, pb.Check))
+		})
 	}
 	return rounds
 }
@@ -141,16 +152,24 @@ func lockOrder(a string) string {
 	return a + `.entity COLLATE "C", ` + a + `.entity_key COLLATE "C", ` + a + `.check_name COLLATE "C"`
 }
 
-// scheduleInsert is the insert half of both upserts, its rows in lock order;
-// the ON CONFLICT clause and RETURNING follow it.
-var scheduleInsert = `
+// scheduleInsert is the insert half of both upserts, its rows in the order of
+// the arrays, which scheduleRounds put in lock order; the ON CONFLICT clause
+// and scheduleReturning follow it.
+const scheduleInsert = `
 	INSERT INTO prescient_jobs AS j
 		(entity, entity_key, check_name, first_check_at, next_check_at, payload, created_at, updated_at)
 	SELECT i.entity, i.entity_key, i.check_name, i.at, i.at, i.payload::jsonb, i.now, i.now
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[])
-		AS i(entity, entity_key, check_name, at, payload, now)
-	ORDER BY ` + lockOrder("i") + `
+		WITH ORDINALITY AS i(entity, entity_key, check_name, at, payload, now, n)
+	ORDER BY i.n
 	ON CONFLICT (entity, entity_key, check_name) DO UPDATE`
+
+// scheduleReturning is what an upsert returns of each row it inserts or
+// updates, in the order of its input: enough to know the row and to fill a
+// new job in from its params (the payload as jsonb normalised it). The jobs
+// it updated are then read whole by id (readUpdated).
+const scheduleReturning = `
+	RETURNING j.id, j.entity, j.entity_key, j.check_name, j.payload, j.xmax = 0`
 
 // replaceSet is what ConflictReplace does to a pending job j, given the job
 // as scheduled in excluded: it moves its next check, and its first check too
@@ -217,16 +236,15 @@ func scheduleRound(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleP
 
 // scheduleReplace upserts the jobs params[idx] with ConflictReplace.
 func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
-	rows, err := tx.Query(ctx, scheduleInsert+replaceSet+`
-		RETURNING `+jobColumns+`, j.xmax = 0`, scheduleArgs(params, idx)...)
+	rows, err := tx.Query(ctx, scheduleInsert+replaceSet+scheduleReturning, scheduleArgs(params, idx)...)
 	if err != nil {
 		return err
 	}
-	got, err := collectScheduled(rows)
+	updated, err := readScheduled(rows, params, idx, results)
 	if err != nil {
 		return err
 	}
-	return placeScheduled(params, idx, got, results)
+	return readUpdated(ctx, tx, updated, results)
 }
 
 // scheduleKeep upserts the jobs params[idx] with ConflictKeep: the insert
@@ -235,8 +253,27 @@ func scheduleReplace(ctx context.Context, tx pgx.Tx, params []*driver.JobSchedul
 func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) error {
 	args := scheduleArgs(params, idx)
 	rows, err := tx.Query(ctx, scheduleInsert+`
-		SET updated_at = j.updated_at WHERE false
-		RETURNING `+jobColumns+`, true`, args...)
+		SET updated_at = j.updated_at WHERE false`+scheduleReturning, args...)
+	if err != nil {
+		return err
+	}
+	if _, err := readScheduled(rows, params, idx, results); err != nil {
+		return err
+	}
+	var kept []int
+	for _, i := range idx {
+		if results[i] == nil {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	rows, err = tx.Query(ctx, `
+		SELECT `+jobColumns+`, false FROM prescient_jobs j
+		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(entity, entity_key, check_name)
+			ON j.entity = k.entity AND j.entity_key = k.entity_key AND j.check_name = k.check_name`,
+		scheduleArgs(params, kept)[:3]...)
 	if err != nil {
 		return err
 	}
@@ -244,26 +281,108 @@ func scheduleKeep(ctx context.Context, tx pgx.Tx, params []*driver.JobSchedulePa
 	if err != nil {
 		return err
 	}
-	if len(got) < len(idx) {
-		rows, err := tx.Query(ctx, `
-			SELECT `+jobColumns+`, false FROM prescient_jobs j
-			JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(entity, entity_key, check_name)
-				ON j.entity = k.entity AND j.entity_key = k.entity_key AND j.check_name = k.check_name`,
-			args[:3]...)
-		if err != nil {
-			return err
+	return placeScheduled(params, kept, got, results)
+}
+
+// readScheduled reads the rows of an upsert of params[idx] (scheduleReturning)
+// into results: a job it inserted is filled in from its params, and the ids
+// of those it updated are returned with their params index, to be read
+// whole. Rows come back in the order of idx, which is checked, so that no
+// string is allocated per row; should they not, they are matched by identity.
+func readScheduled(rows pgx.Rows, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) (updated map[int64]int, err error) {
+	defer rows.Close()
+	var byKey map[jobKey]int // built if the rows come out of order
+	n := 0
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != 6 {
+			return nil, fmt.Errorf("upsert returned %d columns, want 6", len(raw))
 		}
-		kept, err := collectScheduled(rows)
-		if err != nil {
-			return err
-		}
-		for k, r := range kept {
-			if _, ok := got[k]; !ok {
-				got[k] = r
+		i := -1
+		for byKey == nil && n < len(idx) {
+			p := params[idx[n]]
+			n++
+			if string(raw[1]) == p.Entity && string(raw[2]) == p.Key && string(raw[3]) == p.Check {
+				i = idx[n-1]
+				break
 			}
 		}
+		if i < 0 {
+			if byKey == nil {
+				byKey = make(map[jobKey]int, len(idx))
+				for _, i := range idx {
+					p := params[i]
+					byKey[jobKey{p.Entity, p.Key, p.Check}] = i
+				}
+			}
+			var ok bool
+			if i, ok = byKey[jobKey{string(raw[1]), string(raw[2]), string(raw[3])}]; !ok {
+				return nil, fmt.Errorf("upsert returned job %s/%s/%s, which it was not given", raw[1], raw[2], raw[3])
+			}
+		}
+		var (
+			id       int64
+			payload  []byte
+			inserted bool
+		)
+		if err := rows.Scan(&id, nil, nil, nil, &payload, &inserted); err != nil {
+			return nil, err
+		}
+		if !inserted {
+			if updated == nil {
+				updated = make(map[int64]int)
+			}
+			updated[id] = i
+			continue
+		}
+		results[i] = &driver.JobScheduleResult{Job: newJob(id, params[i], payload), Inserted: true}
 	}
-	return placeScheduled(params, idx, got, results)
+	return updated, rows.Err()
+}
+
+// newJob is the row an upsert inserted for p, with id.
+func newJob(id int64, p *driver.JobScheduleParams, payload []byte) *driver.Job {
+	// The database keeps microseconds.
+	now := p.Now.UTC().Truncate(time.Microsecond)
+	at := p.At.UTC().Truncate(time.Microsecond)
+	j := &driver.Job{ID: id, Entity: p.Entity, Key: p.Key, Check: p.Check,
+		FirstCheckAt: at, NextCheckAt: at, CreatedAt: now, UpdatedAt: now}
+	if payload != nil {
+		j.Payload = json.RawMessage(payload)
+	}
+	return j
+}
+
+// readUpdated reads the jobs an upsert updated (id → params index) whole
+// into results.
+func readUpdated(ctx context.Context, tx pgx.Tx, updated map[int64]int, results []*driver.JobScheduleResult) error {
+	if len(updated) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(updated))
+	for id := range updated {
+		ids = append(ids, id)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+jobColumns+` FROM prescient_jobs j WHERE j.id = ANY ($1)`, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return err
+		}
+		results[updated[j.ID]] = &driver.JobScheduleResult{Job: j}
+		delete(updated, j.ID)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for id := range updated {
+		return fmt.Errorf("job %d missing after upsert", id)
+	}
+	return nil
 }
 
 // collectScheduled reads rows of jobColumns and an inserted flag by identity.

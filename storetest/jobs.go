@@ -185,7 +185,14 @@ func testScheduleBulk(t *testing.T, h *Harness) {
 	if len(ids) != n {
 		t.Errorf("bulk schedule: %d distinct ids for %d new jobs", len(ids), n)
 	}
+	// Each job as returned is the job as stored (a store may fill new jobs
+	// in from their params rather than read them back).
+	for i := 0; i < n; i += 97 {
+		jobDiff(res[i].Job, get(t, h, "order", params[i].Key, "unshipped")).check(t, fmt.Sprintf("bulk result %d", i))
+	}
 	tail := res[n:]
+	jobDiff(tail[0].Job, get(t, h, "order", "0", "unshipped")).check(t, "bulk result replacing a job")
+	jobDiff(tail[1].Job, get(t, h, "order", "0", "unpaid")).check(t, "bulk result keeping a job")
 	if tail[0].Inserted || tail[0].Job.ID != existing.ID || !tail[0].Job.NextCheckAt.Equal(slot(6)) {
 		t.Errorf("replace in bulk: id %d next %v inserted %v; want id %d, %v, false",
 			tail[0].Job.ID, tail[0].Job.NextCheckAt, tail[0].Inserted, existing.ID, slot(6))
