@@ -3,10 +3,12 @@ package postgres_test
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -222,4 +224,42 @@ func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
 		t.Fatal(err)
 	}
 	return s, provider
+}
+
+// Migration 00009 makes the engine's functions keep one plan per session
+// (plan_cache_mode), which the plan cache otherwise rebuilt on every call of
+// a statement over arrays of ids; Down gives them back the cache's choice.
+func TestEngineFunctionsPlanOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, provider := migrationsProvider(t)
+	if _, err := provider.UpTo(ctx, 9); err != nil {
+		t.Fatalf("migrate up to 9: %v", err)
+	}
+	generic := func() []string {
+		t.Helper()
+		rows, err := s.Pool().Query(ctx, `
+			SELECT p.proname FROM pg_proc p
+			WHERE p.pronamespace = current_schema()::regnamespace
+				AND 'plan_cache_mode=force_generic_plan' = ANY (p.proconfig)
+			ORDER BY 1`)
+		if err != nil {
+			t.Fatalf("read function settings: %v", err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("read function settings: %v", err)
+		}
+		return names
+	}
+	want := []string{"prescient_apply", "prescient_attempt_start", "prescient_claim", "prescient_jobs_due"}
+	if got := generic(); !slices.Equal(got, want) {
+		t.Errorf("functions with one plan per session: %v, want %v", got, want)
+	}
+	if _, err := provider.DownTo(ctx, 8); err != nil {
+		t.Fatalf("migrate down to 8: %v", err)
+	}
+	if got := generic(); len(got) != 0 {
+		t.Errorf("after migrating down, functions with one plan per session: %v, want none", got)
+	}
 }
