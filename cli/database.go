@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
@@ -31,6 +32,18 @@ type access struct {
 	// recorded in the database is refused: the command would round times to
 	// other slots than the servers fire.
 	rounds bool
+	// header, if set, gets the line that starts a command's output for
+	// people, saying which database it used (see forPeople).
+	header io.Writer
+}
+
+// forPeople is where a command writes the header line: its output, unless
+// the output is JSON for scripts.
+func forPeople(cmd *cobra.Command, asJSON bool) io.Writer {
+	if asJSON {
+		return nil
+	}
+	return cmd.OutOrStdout()
 }
 
 // session is what a command that uses the database works with: a client
@@ -42,12 +55,6 @@ type session struct {
 	// "sqlite file /abs/prescient.db" or "postgres db:5432/app schema public".
 	database string
 	close    func()
-}
-
-// header writes the line that starts a command's output for people, saying
-// which database it used.
-func (s *session) header(out io.Writer) {
-	fmt.Fprintf(out, "database: %s\n", s.database)
 }
 
 // open loads the configuration, opens the store, settles the slot grid
@@ -78,7 +85,11 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 		st.Close()
 		return nil, err
 	}
-	return &session{client: c, cfg: cfg, database: describeOpen(ctx, st, cfg), close: st.Close}, nil
+	s := &session{client: c, cfg: cfg, database: describeOpen(ctx, st, cfg), close: st.Close}
+	if a.header != nil {
+		fmt.Fprintf(a.header, "database: %s\n", s.database)
+	}
+	return s, nil
 }
 
 // buildClient builds a client that is not started over st. recorded says

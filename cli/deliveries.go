@@ -60,14 +60,11 @@ an error, not a new empty database.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{readOnly: true})
+			s, err := e.open(cmd.Context(), access{readOnly: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return printDeliveries(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}

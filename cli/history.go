@@ -101,14 +101,11 @@ error, not a new empty database.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{readOnly: true})
+			s, err := e.open(cmd.Context(), access{readOnly: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return printHistory(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
 		},
 	}

@@ -90,14 +90,11 @@ scripts.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{rounds: true})
+			s, err := e.open(cmd.Context(), access{rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client.Store().Driver(), o.check, o.requireKnown); err != nil {
 				return err
 			}
@@ -207,14 +204,11 @@ how many it cancelled. Cancelling what is not pending is not an error.
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{})
+			s, err := e.open(cmd.Context(), access{header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			n, err := s.client.Cancel(cmd.Context(), o.entity, o.key, o.check)
 			if err != nil {
 				return err
@@ -258,14 +252,11 @@ events comes from the check catalog, recorded by every server at start-up
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{})
+			s, err := e.open(cmd.Context(), access{header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			if err := addMissingCatalog(cmd.Context(), s.client.Store().Driver(), e.opts.Checks); err != nil {
 				return err
 			}

@@ -117,14 +117,11 @@ for that reason).
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true})
+			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return listJobs(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}
@@ -287,14 +284,11 @@ for what was named. --json prints one JSON document for scripts:
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true})
+			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return showJobs(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}

@@ -50,14 +50,11 @@ exits with status 1. --json prints the moved job for scripts.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{rounds: true})
+			s, err := e.open(cmd.Context(), access{rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return reschedule(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}

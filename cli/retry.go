@@ -74,14 +74,11 @@ document: {"retried": [...], "skipped": [...]}.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{rounds: true})
+			s, err := e.open(cmd.Context(), access{rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return retry(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}

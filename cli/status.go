@@ -55,14 +55,11 @@ a database.path that names no file is an error, not a new empty database.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true})
+			s, err := e.open(cmd.Context(), access{readOnly: true, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			return printStatus(cmd.Context(), cmd.OutOrStdout(), s.client, o)
 		},
 	}

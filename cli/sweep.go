@@ -57,14 +57,11 @@ document for scripts ({"mode", "slots", "jobs", "to"}).`,
 				counts = &sweepProgress{p: prog}
 				e.observer = counts
 			}
-			s, err := e.open(cmd.Context(), access{rounds: true})
+			s, err := e.open(cmd.Context(), access{rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
 			defer s.close()
-			if !o.json {
-				s.header(cmd.OutOrStdout())
-			}
 			mode := prescient.SweepMode(s.cfg.Sweep.Mode)
 			if o.mode != "" {
 				mode = prescient.SweepMode(o.mode)
