@@ -108,10 +108,7 @@ func TestSQLScheduleMovesFirstCheckUntilRun(t *testing.T) {
 func TestMigrationRepairsFirstCheck(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, provider := migrationsProvider(t)
-	if _, err := provider.UpTo(ctx, 6); err != nil {
-		t.Fatalf("migrate up to 6: %v", err)
-	}
+	s, provider := migratedTo(t, 6)
 	ts := func(s string) time.Time {
 		t.Helper()
 		v, err := time.Parse(time.RFC3339, s)

@@ -146,10 +146,7 @@ func TestSQLCancelRefusesANullCheck(t *testing.T) {
 func TestMigrationKeepsCancelPrivileges(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, provider := migrationsProvider(t)
-	if _, err := provider.UpTo(ctx, 3); err != nil {
-		t.Fatalf("migrate up to 3: %v", err)
-	}
+	s, provider := migratedTo(t, 3)
 	// pg_monitor stands for the application's role: a predefined role, so
 	// the test creates none in the shared cluster.
 	for _, sql := range []string{
@@ -226,6 +223,17 @@ func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
 	return s, provider
 }
 
+// migratedTo returns a store on a schema of its own migrated up to version,
+// and the provider that migrates it further or back.
+func migratedTo(t *testing.T, version int64) (*postgres.Store, *goose.Provider) {
+	t.Helper()
+	s, provider := migrationsProvider(t)
+	if _, err := provider.UpTo(t.Context(), version); err != nil {
+		t.Fatalf("migrate up to %d: %v", version, err)
+	}
+	return s, provider
+}
+
 // Migration 00009 makes the engine's one-table functions keep one plan per
 // session (plan_cache_mode), which the plan cache otherwise rebuilt on every
 // call of a statement over arrays of ids, and prescient_apply, which joins,
@@ -234,10 +242,7 @@ func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
 func TestEngineFunctionsPlanOnce(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, provider := migrationsProvider(t)
-	if _, err := provider.UpTo(ctx, 9); err != nil {
-		t.Fatalf("migrate up to 9: %v", err)
-	}
+	s, provider := migratedTo(t, 9)
 	generic := func() []string {
 		t.Helper()
 		rows, err := s.Pool().Query(ctx, `
@@ -291,8 +296,8 @@ func TestApplyPlannedOnAnEmptyTable(t *testing.T) {
 	const apply = `SELECT prescient_apply($1, $2, $3, $4, $5, $6, $7, $8, now(), now(), 'srv')`
 	one := func(ids []int64) []any {
 		n := len(ids)
-		return []any{ids, repeat("done", n), make([]*time.Time, n), repeat(true, n), repeat("", n),
-			repeat(int64(1), n), repeat("", n), repeat(int64(0), n)}
+		return []any{ids, slices.Repeat([]string{"done"}, n), make([]*time.Time, n), slices.Repeat([]bool{true}, n),
+			slices.Repeat([]string{""}, n), slices.Repeat([]int64{1}, n), slices.Repeat([]string{""}, n), make([]int64, n)}
 	}
 	// An empty table that was vacuumed (all its jobs finished) looks as
 	// small as it is.
@@ -328,12 +333,4 @@ func TestApplyPlannedOnAnEmptyTable(t *testing.T) {
 	if read > 3*int64(len(ids)) {
 		t.Errorf("applying %d decisions read %d primary-key entries of the 20,000 pending jobs, want about one per decision", len(ids), read)
 	}
-}
-
-func repeat[T any](v T, n int) []T {
-	s := make([]T, n)
-	for i := range s {
-		s[i] = v
-	}
-	return s
 }
