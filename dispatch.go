@@ -1,10 +1,12 @@
 package prescient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,6 +158,17 @@ list:
 		if len(alone) > 0 || len(condemned) > 0 {
 			// Alone: no other group of the slot runs meanwhile.
 			wg.Wait()
+			// The attempts were counted when the slot started; those of
+			// other servers' groups may have ended since. Count them
+			// again before a job ends failed or runs alone.
+			if left, err = c.unfinished(work); err != nil {
+				c.storeError(StoreOpAttempts, err)
+				tally(nil, fmt.Errorf("list attempts left unfinished: %w", err))
+				break
+			}
+			var clean, more []*driver.DueJob
+			clean, more, alone, condemned = sortUnfinished(slices.Concat(alone, condemned), left, c.cfg.MaxUnfinished)
+			due, suspects = mergeByID(due, clean), mergeByID(suspects, more)
 			if !c.runAlone(work, hard, slot, alone, condemned, left, tally, countUnknown) {
 				break
 			}
@@ -235,6 +248,17 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		}
 	}
 	return true
+}
+
+// mergeByID merges two lists of due jobs, each in id order, into one in id
+// order: the order groups claim their jobs in.
+func mergeByID(a, b []*driver.DueJob) []*driver.DueJob {
+	if len(b) == 0 {
+		return a
+	}
+	m := slices.Concat(a, b)
+	slices.SortFunc(m, func(x, y *driver.DueJob) int { return cmp.Compare(x.ID, y.ID) })
+	return m
 }
 
 // joinFew joins the first few of errs and counts the rest: a slot whose

@@ -155,6 +155,19 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		dropAttempt = true
 		return nil, nil, err
 	}
+	if len(jobs) < len(ids) {
+		// The attempt names jobs the claim skipped: held by another
+		// transaction (another server firing or sweeping the slot), or no
+		// longer due. A crash of this group must not count against them,
+		// so before a check starts, the attempt is replaced by one naming
+		// the jobs claimed. Rare: only when servers overlap on a slot.
+		ctx, cancel := finishCtx(hard)
+		_ = tx.Rollback(ctx)
+		cancel()
+		rerun = true
+		c.endAttempt(hard, attempt, true)
+		return c.runTx(work, hard, slot, g, idsOf(jobs), optimistic, held, 0, claimed)
+	}
 	units, done := c.units(g.batch, jobs), claimedOf(held, jobs)
 	run := &runner{}
 	defer run.stop()

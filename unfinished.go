@@ -17,7 +17,12 @@ import (
 // engine records an attempt naming the group's jobs (driver.AttemptStart,
 // one row committed at once), and the transaction deletes it with its
 // decisions. An attempt that outlives its transaction says its checks
-// started and never finished.
+// started and never finished. It names only jobs its transaction claimed: a
+// claim that skipped some (held by another server's transaction, or no
+// longer due) replaces the attempt before any check starts, so a crash
+// never counts against a job that was running elsewhere. The attempts are
+// counted when a slot starts, and again before a job runs alone or ends
+// failed.
 //
 // A job named by such attempts is a suspect: it shared a group with the
 // culprit, or is the culprit. A suspect runs in a transaction of its own,

@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/postgres"
 )
 
 // leaveAttempt records an attempt naming jobs, as a server that died while
@@ -194,4 +196,89 @@ func TestSuspectsRunSideBySide(t *testing.T) {
 			t.Errorf("attempts left after the slot: jobs %v, want none", ids)
 		}
 	}(t, openPostgres(t))
+}
+
+// An attempt names the jobs its transaction claimed, not those it was given:
+// a job another transaction holds (another server firing or sweeping the
+// same slot) is skipped by the claim, and a crash of this group must not
+// count against it. (PostgreSQL only: SQLite has one writer, so no claim
+// skips a job another transaction holds.)
+func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	st := h.store.(*postgres.Store)
+	clk := newClock("2026-03-10T10:00:00Z")
+	named := make(chan []int64, 1)
+	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		if j.Key == "a" {
+			named <- attemptsNaming(t, h)
+		}
+		return time.Time{}, writeAlert(ctx, j)
+	}
+	c := h.client(clk, register(t, "c", check, nil), oneGroup)
+	const at = "2026-03-10T10:15:00Z"
+	a, b, cc := schedule(t, c, "a", "c", at), schedule(t, c, "b", "c", at), schedule(t, c, "c", "c", at)
+
+	ctx := context.Background()
+	other, err := st.Pool().Begin(ctx) // another server's transaction, holding b
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, "SELECT 1 FROM prescient_jobs WHERE id = $1 FOR UPDATE", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(at)
+	if rec := fire(t, c, at); rec.Outcomes[history.Done] != 2 {
+		t.Fatalf("slot record %+v, want a and c done, b skipped", rec)
+	}
+	if got, want := <-named, []int64{a.ID, cc.ID}; !slices.Equal(got, want) {
+		t.Errorf("while the checks ran, attempts named jobs %v, want only the claimed %v (not b, %d)", got, want, b.ID)
+	}
+	if ids := attemptsNaming(t, h); len(ids) != 0 {
+		t.Errorf("attempts left after the slot: jobs %v, want none", ids)
+	}
+}
+
+// The attempts left behind are counted when a slot starts; before a job is
+// ended failed or run alone, they are counted again: the group of another
+// server that named it may have finished since, deleting its attempt.
+func TestAttemptsCountedAgainBeforeCondemning(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		var ended int64 // the attempt a check of the first page deletes
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if j.Key == "c-000" {
+				if _, err := j.Tx.Exec(ctx, "DELETE FROM prescient_attempts WHERE id = $1", ended); err != nil {
+					return time.Time{}, err
+				}
+			}
+			return time.Time{}, writeAlert(ctx, j)
+		}
+		c := h.client(clk, register(t, "c", check, nil), nil)
+		const at = "2026-03-10T10:15:00Z"
+		// A first page of jobs (the engine lists 100 first), then x on the
+		// next, named by three attempts, one of which ends while the first
+		// page runs.
+		for i := range 100 {
+			schedule(t, c, fmt.Sprintf("c-%03d", i), "c", at)
+		}
+		x := schedule(t, c, "x", "c", at)
+		slot := ts(at)
+		for i := range 3 {
+			id, err := h.store.Driver().AttemptStart(context.Background(),
+				&driver.AttemptStartParams{Server: "other", Slot: slot, StartedAt: slot, IDs: []int64{x.ID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				ended = id
+			}
+		}
+		clk.Set(at)
+		if rec := fire(t, c, at); rec.Outcomes[history.Done] != 101 {
+			t.Errorf("slot record %+v, want all 101 done", rec)
+		}
+		wantOutcome(t, c, "x", history.Done, 1)
+	})
 }

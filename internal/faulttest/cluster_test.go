@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/prescient-dev/prescient"
@@ -366,7 +367,7 @@ func (c *cluster) waitSettled(w workload, deadline time.Duration) figures {
 			for name := range c.procs {
 				logs = append(logs, c.logTail(name))
 			}
-			c.t.Fatalf("not settled after %s: %v (err %v)\n%s", deadline, f, err, strings.Join(logs, "\n"))
+			c.t.Fatalf("not settled after %s: %v (err %v)\n%s\n%s", deadline, f, err, c.trouble(ctx), strings.Join(logs, "\n"))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -376,8 +377,29 @@ func (c *cluster) waitSettled(w workload, deadline time.Duration) figures {
 func (c *cluster) check(f figures) {
 	c.t.Helper()
 	if f.duplicates != 0 || f.lost != 0 || f.pending != 0 || f.notDone != 0 {
-		c.t.Fatalf("end state wrong: %v", f)
+		c.t.Fatalf("end state wrong: %v\n%s", f, c.trouble(context.Background()))
 	}
+}
+
+// trouble lists, for a failure message, the jobs that did not end done and
+// those still pending: what a lost alert's history says about it.
+func (c *cluster) trouble(ctx context.Context) string {
+	rows, err := c.store.Pool().Query(ctx, `
+		SELECT 'history ' || outcome || ' ' || entity_key || ' checks ' || check_count || ' failures ' || failure_count ||
+		       ' by ' || finished_by || ' at ' || finished_at || ': ' || coalesce(last_error, '')
+		FROM prescient_history WHERE outcome <> 'done'
+		UNION ALL
+		SELECT 'pending ' || entity_key || ' due ' || next_check_at || ' checks ' || check_count || ' failures ' || failure_count
+		FROM prescient_jobs
+		LIMIT 20`)
+	if err != nil {
+		return "trouble: " + err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "trouble: " + err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // sleepRandom waits between lo and hi: the random moment of the next fault.
