@@ -21,11 +21,39 @@ import (
 )
 
 // roundTrips counts the round trips a pool makes: one per query or exec,
-// one per batch.
+// one per batch, one per COPY; and the COPYs, and those that failed.
 type roundTrips struct {
-	mu      sync.Mutex
-	n       int
-	commits int
+	mu       sync.Mutex
+	n        int
+	commits  int
+	copies   int
+	copyErrs int
+}
+
+func (r *roundTrips) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	r.copies++
+	return ctx
+}
+
+func (r *roundTrips) TraceCopyFromEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceCopyFromEndData) {
+	if d.Err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.copyErrs++
+	}
+}
+
+// copied returns the COPYs made and those that failed since the last call,
+// and starts counting again.
+func (r *roundTrips) copied() (copies, failed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	copies, failed = r.copies, r.copyErrs
+	r.copies, r.copyErrs = 0, 0
+	return copies, failed
 }
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/prescient-dev/prescient/driver"
 )
@@ -74,7 +76,14 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 	}
 	results := make([]*driver.JobScheduleResult, len(params))
 	err := s.inTx(ctx, tx, func(tx pgx.Tx) error {
-		for _, round := range scheduleRounds(params) {
+		rounds := scheduleRounds(params)
+		if len(rounds) == 1 {
+			copied, err := s.scheduleCopy(ctx, tx, params, rounds[0], results)
+			if copied || err != nil {
+				return err
+			}
+		}
+		for _, round := range rounds {
 			if err := scheduleRound(ctx, tx, params, round, results); err != nil {
 				return err
 			}
@@ -85,6 +94,118 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), interpretError(err))
 	}
 	return results, nil
+}
+
+// copyMin is the fewest jobs scheduleCopy writes with COPY: below it the
+// extra round trips cost more than the upsert's conflict handling saves.
+const copyMin = 200
+
+// copyPause is how many calls that could use COPY upsert instead after one
+// met a job that existed, so that a caller rescheduling jobs does not pay
+// for a COPY that fails on every call.
+const copyPause = 16
+
+// scheduleCopy writes the jobs params[idx] (each named once, in lock order)
+// with COPY when they are all new, which costs the server about half of what
+// the upsert does (the upsert inserts each row speculatively and confirms it,
+// and returns every row), and reports whether it did. The ids are drawn from
+// the sequence first, in lock order as the upsert draws them, so that each
+// job is known from its params without reading it back; only payloads are
+// read back, as jsonb normalised them. Should any of the jobs exist
+// (unique_violation on the identity), the COPY is rolled back to its
+// savepoint, having changed nothing, and the caller upserts; a COPY that
+// waits for another transaction's insert of the same job waits as the
+// upsert would, in the same order. It is not tried below copyMin jobs, nor
+// for copyPause calls after one that met an existing job.
+func (s *Store) scheduleCopy(ctx context.Context, tx pgx.Tx, params []*driver.JobScheduleParams, idx []int, results []*driver.JobScheduleResult) (bool, error) {
+	if len(idx) < copyMin {
+		return false, nil
+	}
+	if s.copyPaused.Load() > 0 {
+		s.copyPaused.Add(-1)
+		return false, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT nextval($1::regclass) FROM generate_series(1, $2)`, s.jobSequence(), len(idx))
+	if err != nil {
+		return false, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT prescient_schedule_copy`); err != nil {
+		return false, err
+	}
+	withPayload := 0
+	_, err = tx.CopyFrom(ctx, s.jobsTable(), []string{"id", "entity", "entity_key", "check_name",
+		"first_check_at", "next_check_at", "payload", "created_at", "updated_at"},
+		pgx.CopyFromSlice(len(idx), func(n int) ([]any, error) {
+			p := params[idx[n]]
+			var payload any // NULL
+			if len(p.Payload) > 0 {
+				payload = string(p.Payload)
+				withPayload++
+			}
+			return []any{ids[n], p.Entity, p.Key, p.Check, p.At, p.At, payload, p.Now, p.Now}, nil
+		}))
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" /* unique_violation */ {
+			return false, err
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT prescient_schedule_copy`); err != nil {
+			return false, err
+		}
+		s.copyPaused.Store(copyPause)
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT prescient_schedule_copy`); err != nil {
+		return false, err
+	}
+	payloads := make(map[int64][]byte, withPayload)
+	if withPayload > 0 {
+		read := make([]int64, 0, withPayload)
+		for n, i := range idx {
+			if len(params[i].Payload) > 0 {
+				read = append(read, ids[n])
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT id, payload FROM prescient_jobs WHERE id = ANY ($1)`, read)
+		if err != nil {
+			return false, err
+		}
+		var (
+			id      int64
+			payload []byte
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &payload}, func() error {
+			payloads[id] = payload
+			return nil
+		}); err != nil {
+			return false, err
+		}
+	}
+	for n, i := range idx {
+		results[i] = &driver.JobScheduleResult{Job: newJob(ids[n], params[i], payloads[ids[n]]), Inserted: true}
+	}
+	return true, nil
+}
+
+// jobsTable names prescient_jobs for CopyFrom, which the statements'
+// qualification (schemaTx) does not reach.
+func (s *Store) jobsTable() pgx.Identifier {
+	if s.schema == "" {
+		return pgx.Identifier{"prescient_jobs"}
+	}
+	return pgx.Identifier{s.schema, "prescient_jobs"}
+}
+
+// jobSequence names the sequence of prescient_jobs.id.
+func (s *Store) jobSequence() string {
+	if s.schema == "" {
+		return "prescient_jobs_id_seq"
+	}
+	return pgx.Identifier{s.schema, "prescient_jobs_id_seq"}.Sanitize()
 }
 
 // scheduleRounds splits the indexes of params into rounds in which no job

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,9 @@ type Store struct {
 	qualified sync.Map
 	// pruneBatch overrides pruneBatchDefault (tests).
 	pruneBatch int
+	// copyPaused counts the calls to JobSchedule that upsert rather than
+	// try COPY after one met an existing job (scheduleCopy).
+	copyPaused atomic.Int32
 }
 
 var _ driver.Driver = (*Store)(nil)
