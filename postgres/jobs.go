@@ -137,14 +137,19 @@ func (s *Store) scheduleCopy(ctx context.Context, tx pgx.Tx, params []*driver.Jo
 		return false, err
 	}
 	withPayload := 0
+	for _, i := range idx {
+		if len(params[i].Payload) > 0 {
+			withPayload++
+		}
+	}
 	_, err = tx.CopyFrom(ctx, s.jobsTable(), []string{"id", "entity", "entity_key", "check_name",
 		"first_check_at", "next_check_at", "payload", "created_at", "updated_at"},
 		pgx.CopyFromSlice(len(idx), func(n int) ([]any, error) {
+			// pgx may call this from a goroutine of its own.
 			p := params[idx[n]]
 			var payload any // NULL
 			if len(p.Payload) > 0 {
 				payload = string(p.Payload)
-				withPayload++
 			}
 			return []any{ids[n], p.Entity, p.Key, p.Check, p.At, p.At, payload, p.Now, p.Now}, nil
 		}))
