@@ -121,8 +121,7 @@ func (s *Store) scheduleCopy(ctx context.Context, tx pgx.Tx, params []*driver.Jo
 	if len(idx) < copyMin {
 		return false, nil
 	}
-	if s.copyPaused.Load() > 0 {
-		s.copyPaused.Add(-1)
+	if n := s.copyPaused.Load(); n > 0 && s.copyPaused.CompareAndSwap(n, n-1) {
 		return false, nil
 	}
 	rows, err := tx.Query(ctx, `SELECT nextval($1::regclass) FROM generate_series(1, $2)`, s.jobSequence(), len(idx))
