@@ -121,8 +121,10 @@ func (s *Store) scheduleCopy(ctx context.Context, tx pgx.Tx, params []*driver.Jo
 	if len(idx) < copyMin {
 		return false, nil
 	}
-	if n := s.copyPaused.Load(); n > 0 && s.copyPaused.CompareAndSwap(n, n-1) {
-		return false, nil
+	for n := s.copyPaused.Load(); n > 0; n = s.copyPaused.Load() {
+		if s.copyPaused.CompareAndSwap(n, n-1) {
+			return false, nil
+		}
 	}
 	rows, err := tx.Query(ctx, `SELECT nextval($1::regclass) FROM generate_series(1, $2)`, s.jobSequence(), len(idx))
 	if err != nil {
@@ -157,7 +159,9 @@ func (s *Store) scheduleCopy(ctx context.Context, tx pgx.Tx, params []*driver.Jo
 		if !errors.As(err, &pgErr) || pgErr.Code != "23505" /* unique_violation */ {
 			return false, err
 		}
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT prescient_schedule_copy`); err != nil {
+		// Released too, so that the upsert writes in the caller's
+		// transaction itself, not in a subtransaction left open.
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT prescient_schedule_copy; RELEASE SAVEPOINT prescient_schedule_copy`); err != nil {
 			return false, err
 		}
 		s.copyPaused.Store(copyPause)

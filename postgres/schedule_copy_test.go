@@ -154,6 +154,13 @@ func TestScheduleManyCopyFallsBackToUpsert(t *testing.T) {
 	if copies, failed := rt.copied(); copies != 1 || failed != 1 {
 		t.Errorf("made %d COPY, %d failed; want 1 that fails on the existing jobs", copies, failed)
 	}
+	// The call leaves no savepoint open in the caller's transaction: the
+	// rows the upsert wrote belong to the transaction itself, not to a
+	// subtransaction that every later write would nest in.
+	var sub bool
+	if err := tx.QueryRow(ctx, `SELECT xmin::text::bigint <> pg_current_xact_id()::text::bigint FROM prescient_jobs WHERE entity_key = 'zz-replace'`).Scan(&sub); err != nil || sub {
+		t.Errorf("the upserted row written in a subtransaction: %v, %v; want the savepoint of the COPY released", sub, err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("commit after the call: %v", err)
 	}
