@@ -161,11 +161,13 @@ list:
 			// The attempts were counted when the slot started; those of
 			// other servers' groups may have ended since. Count them
 			// again before a job ends failed or runs alone.
-			if left, err = c.unfinished(work); err != nil {
+			now, err := c.unfinished(work)
+			if err != nil {
 				c.storeError(StoreOpAttempts, err)
 				tally(nil, fmt.Errorf("list attempts left unfinished: %w", err))
 				break
 			}
+			left = fewest(left, now)
 			var clean, more []*driver.DueJob
 			clean, more, alone, condemned = sortUnfinished(slices.Concat(alone, condemned), left, c.cfg.MaxUnfinished)
 			due, suspects = mergeByID(due, clean), mergeByID(suspects, more)
@@ -250,8 +252,23 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 	return true
 }
 
-// mergeByID merges two lists of due jobs, each in id order, into one in id
-// order: the order groups claim their jobs in.
+// fewest keeps, per job, the lower of two counts of the attempts naming it:
+// an attempt that ended since the first count no longer counts, and one
+// recorded since (by another server's group, most likely still running;
+// this firing has not run the jobs it has not listed yet) does not count
+// yet. A crash it stands for counts at the next firing.
+func fewest(before, now map[int64]int) map[int64]int {
+	out := make(map[int64]int, len(now))
+	for id, n := range now {
+		if m, ok := before[id]; ok {
+			out[id] = min(m, n)
+		}
+	}
+	return out
+}
+
+// mergeByID merges two lists of due jobs into one in id order: the order
+// groups claim their jobs in.
 func mergeByID(a, b []*driver.DueJob) []*driver.DueJob {
 	if len(b) == 0 {
 		return a

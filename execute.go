@@ -160,7 +160,9 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		// transaction (another server firing or sweeping the slot), or no
 		// longer due. A crash of this group must not count against them,
 		// so before a check starts, the attempt is replaced by one naming
-		// the jobs claimed. Rare: only when servers overlap on a slot.
+		// the jobs claimed. Uncommon: when servers overlap on a slot, or
+		// a job was resolved, cancelled, rescheduled or locked by an
+		// application's transaction between the listing and the claim.
 		ctx, cancel := finishCtx(hard)
 		_ = tx.Rollback(ctx)
 		cancel()
