@@ -21,8 +21,12 @@ const migrationsTable = "prescient_migrations"
 // store's schema first if it has one and it is missing. It is safe to run
 // repeatedly and from several processes at once: concurrent runs serialise on
 // an advisory lock keyed by the schema (polled every second for up to ten
-// minutes), so stores in different schemas migrate independently.
+// minutes), so stores in different schemas migrate independently. A
+// database or connection not encoded in UTF-8 is refused (ErrEncoding).
 func (s *Store) Migrate(ctx context.Context) error {
+	if err := checkEncoding(ctx, s.pool); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	if err := s.createSchema(ctx); err != nil {
 		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(err))
 	}

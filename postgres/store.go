@@ -58,7 +58,9 @@ const cancelGrace = 5 * time.Second
 
 // Open connects to the database at url (a PostgreSQL URL or key=value
 // string), checks that it answers, and returns a store that owns the pool:
-// Close closes it. It does not migrate; call Migrate.
+// Close closes it. It does not migrate; call Migrate. Its connections use
+// client_encoding UTF8 unless url sets one, and it refuses a database or
+// connection not encoded in UTF-8 (ErrEncoding).
 //
 // A cancelled context cancels the running statement on the server
 // (pgconn.CancelRequestContextWatcherHandler; pgx's default is to close the
@@ -96,6 +98,11 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
 	}
 	cfg.ConnConfig.OnNotice = closeOnUnreplicatedCommit(cfg.ConnConfig.OnNotice)
+	if _, set := cfg.ConnConfig.RuntimeParams["client_encoding"]; !set {
+		// pgx sends and reads text as UTF-8 whatever the connection's
+		// encoding says; a role or database default must not change it.
+		cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
+	}
 	if err := refusePooler(ctx, cfg.ConnConfig, o.Schema); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -107,9 +114,39 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", interpretError(err))
 	}
+	if err := checkEncoding(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
 	s := New(pool, &o)
 	s.ownsPool = true
 	return s, nil
+}
+
+// ErrEncoding is the error Open and Migrate return when the database or the
+// connection does not hold text as UTF-8.
+var ErrEncoding = errors.New("not a UTF-8 database connection")
+
+// checkEncoding refuses a database whose encoding is not UTF8, and a
+// connection whose client encoding is not UTF8. pgx writes Go's strings as
+// UTF-8 bytes whatever the connection declares: over a LATIN1 connection
+// "café" would be stored as "cafÃ©", a key no SQL caller writes, and the
+// rules that assume UTF-8 (which keys are refused, the order jobs are
+// locked in, which is Go's byte order) would not hold.
+func checkEncoding(ctx context.Context, pool *pgxpool.Pool) error {
+	var db, client string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('server_encoding'), current_setting('client_encoding')`).Scan(&db, &client); err != nil {
+		return interpretError(err)
+	}
+	switch {
+	case db != "UTF8":
+		return fmt.Errorf("%w: the database %q is encoded in %s; prescient keeps keys, names and payloads as UTF-8 text: "+
+			"create its database with ENCODING 'UTF8' (createdb -E UTF8 -T template0 …)", ErrEncoding, pool.Config().ConnConfig.Database, db)
+	case client != "UTF8":
+		return fmt.Errorf("%w: the connection's client_encoding is %s (set in the database URL, or by ALTER ROLE or ALTER DATABASE … SET); "+
+			"pgx sends and reads UTF-8 only: leave client_encoding out of the URL or set it to UTF8", ErrEncoding, client)
+	}
+	return nil
 }
 
 // syncRepCancelled begins the warning PostgreSQL sends when a cancel

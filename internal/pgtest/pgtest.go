@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	neturl "net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -56,6 +57,27 @@ func SchemaName(t testing.TB) (url, schema string) {
 		exec(t, url, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
 	return url, schema
+}
+
+// Database creates a database with a name unique to this test run, with the
+// options of CREATE DATABASE given (such as "ENCODING 'LATIN1'"), and
+// returns its URL: the test database's URL naming it instead. It is dropped
+// when the test ends; close pools on it in cleanups registered after
+// Database, so that they run first.
+func Database(t testing.TB, options string) string {
+	t.Helper()
+	admin := URL()
+	name := uniqueName(t)
+	exec(t, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" "+options)
+	t.Cleanup(func() {
+		exec(t, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	})
+	u, err := neturl.Parse(admin)
+	if err != nil {
+		t.Fatalf("pgtest: bad database URL %q (from $%s or the default): %v", admin, URLEnv, err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }
 
 var unsafe = regexp.MustCompile(`[^a-z0-9]+`)
