@@ -25,8 +25,9 @@ import (
 type Observer interface {
 	// CheckFinished is called once per job whose check ran, to a result or
 	// to a failure, before its group's transaction commits. A job whose
-	// transaction then dies runs again and is reported again; a check
-	// interrupted by shutdown is not reported.
+	// transaction then dies, or whose group runs again after another
+	// check failed without a savepoint, runs again and is reported again;
+	// a check interrupted by shutdown is not reported.
 	CheckFinished(CheckEvent)
 	// SlotFired is called once per firing of a slot (FireSlot, a tick, a
 	// catch-up, a sweep in run mode) whose start the ledger recorded, after
