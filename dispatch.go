@@ -124,7 +124,7 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 			errs = append(errs, err)
 		}
 	}
-	left, err := c.unfinished(work)
+	left, counted, err := c.unfinished(work, nil)
 	if err != nil {
 		c.storeError(StoreOpAttempts, err)
 		return did, unknown, fmt.Errorf("list attempts left unfinished: %w", err)
@@ -160,14 +160,15 @@ list:
 			wg.Wait()
 			// The attempts were counted when the slot started; those of
 			// other servers' groups may have ended since. Count them
-			// again before a job ends failed or runs alone.
-			now, err := c.unfinished(work)
-			if err != nil {
+			// again before a job ends failed or runs alone: those still
+			// left of the ones counted then (one recorded since is most
+			// likely another server's group still running; a crash it
+			// stands for counts at the next firing).
+			if left, _, err = c.unfinished(work, counted); err != nil {
 				c.storeError(StoreOpAttempts, err)
 				tally(nil, fmt.Errorf("list attempts left unfinished: %w", err))
 				break
 			}
-			left = fewest(left, now)
 			var clean, more []*driver.DueJob
 			clean, more, alone, condemned = sortUnfinished(slices.Concat(alone, condemned), left, c.cfg.MaxUnfinished)
 			due, suspects = mergeByID(due, clean), mergeByID(suspects, more)
@@ -250,21 +251,6 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		}
 	}
 	return true
-}
-
-// fewest keeps, per job, the lower of two counts of the attempts naming it:
-// an attempt that ended since the first count no longer counts, and one
-// recorded since (by another server's group, most likely still running;
-// this firing has not run the jobs it has not listed yet) does not count
-// yet. A crash it stands for counts at the next firing.
-func fewest(before, now map[int64]int) map[int64]int {
-	out := make(map[int64]int, len(now))
-	for id, n := range now {
-		if m, ok := before[id]; ok {
-			out[id] = min(m, n)
-		}
-	}
-	return out
 }
 
 // mergeByID merges two lists of due jobs into one in id order: the order

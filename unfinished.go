@@ -39,25 +39,34 @@ import (
 // side by side, up to Workers at once: a server killed with hundreds of
 // checks in flight does not make the next one run them one after the other.
 
-// unfinished returns, per job, how many attempts left behind name it. The
-// client's own attempts still running are not left behind; those of other
-// servers still running cannot be told apart, and at worst make their jobs
-// (which those servers hold, and this one will skip) suspects.
-func (c *Client) unfinished(ctx context.Context) (map[int64]int, error) {
+// unfinished returns, per job, how many attempts left behind name it, and
+// the ids of the attempts it counted. With among set, it counts only the
+// attempts among those (and still left behind): so a second count during a
+// slot drops the attempts that ended since the first, and adds none that
+// other servers' groups (most likely still running) recorded meanwhile.
+// The client's own attempts still running are not left behind; those of
+// other servers still running cannot be told apart, and at worst make their
+// jobs (which those servers hold, and this one will skip) suspects.
+func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (map[int64]int, map[int64]bool, error) {
 	left, err := c.drv.AttemptsLeft(ctx)
 	if err != nil || len(left) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	n := make(map[int64]int)
+	counted := make(map[int64]bool)
 	for _, a := range left {
 		if _, running := c.attempts.Load(a.ID); running {
 			continue
 		}
+		if among != nil && !among[a.ID] {
+			continue
+		}
+		counted[a.ID] = true
 		for _, id := range a.JobIDs {
 			n[id]++
 		}
 	}
-	return n, nil
+	return n, counted, nil
 }
 
 // sortUnfinished splits due jobs by the attempts left behind that name them:

@@ -298,48 +298,70 @@ func TestAttemptsCountedAgainBeforeCondemning(t *testing.T) {
 
 // An attempt recorded after the slot started (another server's group,
 // most likely still running) does not count when the attempts are counted
-// again: a job one crash short of its limit still runs alone, and is not
-// condemned by a group that never crashed.
+// again, even when another attempt naming the same job ended meanwhile: a
+// job one crash short of its limit still runs alone, and is not condemned
+// by a group that never crashed.
 func TestAttemptsStartedSinceTheSlotDoNotCondemn(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		var x *prescient.Job
-		const at = "2026-03-10T10:15:00Z"
-		slot := ts(at)
-		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-			if j.Key == "c-000" {
-				// Another server starts a group naming x meanwhile.
-				var err error
-				if h.name == "sqlite" {
-					_, err = j.Tx.Exec(ctx, `INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ('other', $1, $1, $2)`,
-						slot.UnixMicro(), fmt.Sprintf("[%d]", x.ID))
-				} else {
-					_, err = j.Tx.Exec(ctx, `INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ('other', $1, $1, $2)`,
-						slot, []int64{x.ID})
+	for _, tc := range []struct {
+		name string
+		left int  // attempts naming x when the slot starts
+		end  bool // one of them ends while the first page runs
+	}{
+		{"one recorded since", 2, false},
+		{"one ended and one recorded since", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, h *harness) {
+				clk := newClock("2026-03-10T10:00:00Z")
+				var x *prescient.Job
+				var ended int64
+				const at = "2026-03-10T10:15:00Z"
+				slot := ts(at)
+				check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+					if j.Key == "c-000" {
+						if tc.end {
+							if _, err := j.Tx.Exec(ctx, "DELETE FROM prescient_attempts WHERE id = $1", ended); err != nil {
+								return time.Time{}, err
+							}
+						}
+						// Another server starts a group naming x meanwhile.
+						var err error
+						if h.name == "sqlite" {
+							_, err = j.Tx.Exec(ctx, `INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ('other', $1, $1, $2)`,
+								slot.UnixMicro(), fmt.Sprintf("[%d]", x.ID))
+						} else {
+							_, err = j.Tx.Exec(ctx, `INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ('other', $1, $1, $2)`,
+								slot, []int64{x.ID})
+						}
+						if err != nil {
+							return time.Time{}, err
+						}
+					}
+					return time.Time{}, writeAlert(ctx, j)
 				}
-				if err != nil {
-					return time.Time{}, err
+				c := h.client(clk, register(t, "c", check, nil), nil)
+				// A first page of jobs (the engine lists 100 first), then x
+				// on the next, named by attempts left behind.
+				for i := range 100 {
+					schedule(t, c, fmt.Sprintf("c-%03d", i), "c", at)
 				}
-			}
-			return time.Time{}, writeAlert(ctx, j)
-		}
-		c := h.client(clk, register(t, "c", check, nil), nil)
-		// A first page of jobs (the engine lists 100 first), then x on the
-		// next, named by two attempts left behind: one short of the limit.
-		for i := range 100 {
-			schedule(t, c, fmt.Sprintf("c-%03d", i), "c", at)
-		}
-		x = schedule(t, c, "x", "c", at)
-		for range 2 {
-			if _, err := h.store.Driver().AttemptStart(context.Background(),
-				&driver.AttemptStartParams{Server: "other", Slot: slot, StartedAt: slot, IDs: []int64{x.ID}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		clk.Set(at)
-		if rec := fire(t, c, at); rec.Outcomes[history.Done] != 101 {
-			t.Errorf("slot record %+v, want all 101 done", rec)
-		}
-		wantOutcome(t, c, "x", history.Done, 1)
-	})
+				x = schedule(t, c, "x", "c", at)
+				for i := range tc.left {
+					id, err := h.store.Driver().AttemptStart(context.Background(),
+						&driver.AttemptStartParams{Server: "other", Slot: slot, StartedAt: slot, IDs: []int64{x.ID}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if i == 0 {
+						ended = id
+					}
+				}
+				clk.Set(at)
+				if rec := fire(t, c, at); rec.Outcomes[history.Done] != 101 {
+					t.Errorf("slot record %+v, want all 101 done", rec)
+				}
+				wantOutcome(t, c, "x", history.Done, 1)
+			})
+		})
+	}
 }
