@@ -380,3 +380,28 @@ func TestRunGivesUpAfterTheStartupTimeout(t *testing.T) {
 		t.Errorf("%d retries logged, want several:\n%s", n, srv.stderr.String())
 	}
 }
+
+// TestRunRefusesANonUTF8Database: a database not encoded in UTF-8 cannot
+// become usable by waiting, so run exits at once saying what to change,
+// even when told to retry forever.
+func TestRunRefusesANonUTF8Database(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: url},
+		config: writeConfig(t, "database:\n  startup_timeout: -1\n")}
+	srv := startRun(t, h, "--migrate")
+	select {
+	case <-srv.exit:
+	case <-time.After(30 * time.Second):
+		srv.cancel()
+		<-srv.exit
+		t.Fatalf("run on a LATIN1 database still running after 30 s; logs:\n%s", srv.stderr.String())
+	}
+	if srv.err == nil {
+		t.Fatalf("run on a LATIN1 database: no error; logs:\n%s", srv.stderr.String())
+	}
+	wantContains(t, "error", srv.err.Error(), "encoded in LATIN1", "ENCODING 'UTF8'")
+	if strings.Contains(srv.stderr.String(), "not ready, retrying") {
+		t.Errorf("run retried a database it cannot use:\n%s", srv.stderr.String())
+	}
+}

@@ -241,8 +241,8 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
 	st, err := openStore(openCtx, &cfg, false)
 	cancel()
-	if errors.Is(err, postgres.ErrPooler) {
-		return nil, nil, permanentError{err} // the URL must change: retrying cannot help
+	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) {
+		return nil, nil, permanentError{err} // the URL or the database must change: retrying cannot help
 	}
 	if err != nil {
 		return nil, nil, err
@@ -250,6 +250,9 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	if o.migrate {
 		if err := st.Migrate(ctx); err != nil { // the store's errors say "migrate"
 			st.Close()
+			if errors.Is(err, postgres.ErrEncoding) {
+				return nil, nil, permanentError{err}
+			}
 			return nil, nil, err
 		}
 		log.Info("migrated", "database", describeStore(&cfg))
