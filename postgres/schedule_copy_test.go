@@ -158,7 +158,7 @@ func TestScheduleManyCopyFallsBackToUpsert(t *testing.T) {
 	// rows the upsert wrote belong to the transaction itself, not to a
 	// subtransaction that every later write would nest in.
 	var sub bool
-	if err := tx.QueryRow(ctx, `SELECT xmin::text::bigint <> pg_current_xact_id()::text::bigint FROM prescient_jobs WHERE entity_key = 'zz-replace'`).Scan(&sub); err != nil || sub {
+	if err := tx.QueryRow(ctx, `SELECT xmin <> pg_current_xact_id()::xid FROM prescient_jobs WHERE entity_key = 'zz-replace'`).Scan(&sub); err != nil || sub {
 		t.Errorf("the upserted row written in a subtransaction: %v, %v; want the savepoint of the COPY released", sub, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -141,7 +141,7 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool) error {
 	switch {
 	case db != "UTF8":
 		return fmt.Errorf("%w: the database %q is encoded in %s; prescient keeps keys, names and payloads as UTF-8 text: "+
-			"create its database with ENCODING 'UTF8' (createdb -E UTF8 -T template0 …)", ErrEncoding, pool.Config().ConnConfig.Database, db)
+			"create its database with ENCODING 'UTF8' (createdb -E UTF8 -T template0 --locale C.UTF-8 …)", ErrEncoding, pool.Config().ConnConfig.Database, db)
 	case client != "UTF8":
 		return fmt.Errorf("%w: the connection's client_encoding is %s (set in the database URL, or by ALTER ROLE or ALTER DATABASE … SET); "+
 			"pgx sends and reads UTF-8 only: leave client_encoding out of the URL or set it to UTF8", ErrEncoding, client)
@@ -224,7 +224,9 @@ func refusePooler(ctx context.Context, cfg *pgx.ConnConfig, schema string) error
 // and names prescient's tables in statements run in an application's
 // transaction; the pool's connections must already have the schema first
 // in their search_path (Open arranges that), since New cannot change a
-// running pool. opts.MaxConns is ignored. opts may be nil.
+// running pool; so must their client_encoding be UTF8 (pgx sends UTF-8
+// whatever it is; Migrate refuses a pool whose encoding is another).
+// opts.MaxConns is ignored. opts may be nil.
 func New(pool *pgxpool.Pool, opts *Opts) *Store {
 	s := &Store{pool: pool}
 	if opts != nil {

@@ -18,7 +18,8 @@ import (
 )
 
 // URLEnv names the environment variable holding the URL of the database the
-// tests use. The role needs the right to create schemas in it.
+// tests use. The role needs the right to create schemas in it, and to create
+// databases (CREATEDB) for the tests that need one of their own (Database).
 const URLEnv = "PRESCIENT_TEST_DATABASE_URL"
 
 // URLDefault is the database used when URLEnv is unset.
