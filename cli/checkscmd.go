@@ -61,6 +61,10 @@ fails here, naming the check and its line.
 					return err
 				}
 				defer st.Close()
+				if !o.json {
+					// First, so that a failure below still says where.
+					fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", describeOpen(cmd.Context(), st, cfg))
+				}
 				if err := e.declare(cmd.Context(), st, cfg, true); err != nil {
 					return err
 				}
@@ -205,7 +209,9 @@ func printChecks(out io.Writer, list []checkInfo, prepared bool) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHECK\tKIND\tENTITY\tAWAITS\tSINKS\tBATCH\tMAX CHECKS\tRUNTIME\tHORIZON")
+	starred := false
 	for _, c := range list {
+		starred = starred || len(c.Guards.Own) > 0
 		batch := "-"
 		if c.BatchSize > 0 {
 			batch = fmt.Sprint(c.BatchSize)
@@ -228,7 +234,11 @@ func printChecks(out io.Writer, list []checkInfo, prepared bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "(* the check's own guard; the others are the server's; -1: no limit)")
+	if starred {
+		fmt.Fprintln(out, "(* the check's own guard; the others are the server's; -1: no limit)")
+	} else {
+		fmt.Fprintln(out, "(every guard is the server's; -1: no limit)")
+	}
 	for _, c := range list {
 		if c.Kind != "sql" {
 			continue

@@ -190,6 +190,10 @@ func TestSlotsCommand(t *testing.T) {
 			"positions: 0 00:00, 1 06:00, 2 12:00, 3 18:00",
 			"1         06:00   a, b",
 			"warning: position 1 (06:00) is fired by 2 servers: a, b", "configuration OK"}, nil, ""},
+		{"server not in the map", "server: c\nownership:\n  static:\n    a: [0, 1]\n    b: [2, 3]\n", []string{
+			`warning: this configuration's server name, "c" (server, PRESCIENT_SERVER or the host name), is not in ownership.static`,
+			"configuration OK"}, nil, ""},
+		{"server in the map", "server: b\nownership:\n  static:\n    a: [0, 1]\n    b: [2, 3]\n", []string{"configuration OK"}, []string{"warning"}, ""},
 		{"unowned position", "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n", []string{
 			"2         :30     (none: its jobs would never fire)"}, []string{"configuration OK"},
 			"ownership.static: position has no owner: position(s) [2]"},

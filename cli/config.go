@@ -127,6 +127,8 @@ type Config struct {
 
 	file  string         // where the configuration was read from, for errors
 	lines map[string]int // key path -> line in file
+	// env names the environment variable that overrode a key, per key path.
+	env map[string]string
 }
 
 // HTTPConfig is the `http` section.
@@ -415,13 +417,31 @@ func loadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, er
 		}
 		cfg.file = path
 	}
-	if v, _ := lookupEnv(EnvDatabaseURL); v != "" {
-		cfg.Database.URL = v
-	}
-	if v, _ := lookupEnv(EnvServer); v != "" {
-		cfg.Server = v
+	for key, name := range map[string]string{"database.url": EnvDatabaseURL, "server": EnvServer} {
+		v, _ := lookupEnv(name)
+		if v == "" {
+			continue
+		}
+		if key == "server" {
+			cfg.Server = v
+		} else {
+			cfg.Database.URL = v
+		}
+		if cfg.env == nil {
+			cfg.env = make(map[string]string)
+		}
+		cfg.env[key] = name
 	}
 	return cfg, nil
+}
+
+// source names where the value of a key came from in an error: the key
+// path, or the environment variable that overrode it.
+func (c *Config) source(key string) string {
+	if name, ok := c.env[key]; ok {
+		return name + " (overriding " + key + ")"
+	}
+	return key
 }
 
 // ParseConfig decodes YAML in data on top of DefaultConfig, as LoadConfig
@@ -1066,6 +1086,11 @@ func (c *Config) Validate() error {
 	secrets := c.secrets()
 	bad := func(key string, err error) {
 		reported[key] = true
+		if _, ok := c.env[key]; ok {
+			// The file's value, if any, is not the one refused.
+			errs = append(errs, &ConfigError{Key: c.source(key), Err: redactErr(err, secrets, c.stringAt(key))})
+			return
+		}
 		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: redactErr(err, secrets, c.stringAt(key))})
 	}
 	// The zero values the engine would silently default are refused first:

@@ -131,7 +131,7 @@ func openStore(ctx context.Context, cfg *Config, readOnly bool) (prescient.Store
 	}
 	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
 	if err != nil {
-		return nil, fmt.Errorf("database.url: %w", err)
+		return nil, fmt.Errorf("%s: %w", cfg.source("database.url"), err)
 	}
 	return st, nil
 }

@@ -285,6 +285,9 @@ func TestDeclaredEndToEnd(t *testing.T) {
 		}
 		out, _ = run(t0, "checks", "--prepare")
 		wantContains(t, "checks --prepare", out, "order_late       sql   order   shipped  ops    500", "prepared: returns key, placed_at")
+		if !strings.HasPrefix(out, "database: ") {
+			t.Errorf("checks --prepare does not start with the database it prepared against:\n%s", out)
+		}
 	})
 }
 

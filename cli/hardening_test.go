@@ -405,3 +405,35 @@ func TestRunRefusesANonUTF8Database(t *testing.T) {
 		t.Errorf("run retried a database it cannot use:\n%s", srv.stderr.String())
 	}
 }
+
+// TestEnvironmentOverridesNamedInErrors: a value refused that came from
+// PRESCIENT_SERVER or PRESCIENT_DATABASE_URL is named by that variable, not
+// by a key of the file, which may not even set it.
+func TestEnvironmentOverridesNamedInErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	config := writeConfig(t, "slots:\n  resolution: 15m\n")
+	url := pgtest.URL()
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"server", map[string]string{EnvServer: "web 1"}, `PRESCIENT_SERVER (overriding server): invalid server name "web 1"`},
+		{"database URL", map[string]string{EnvDatabaseURL: url + sep + "client_encoding=LATIN1"},
+			"PRESCIENT_DATABASE_URL (overriding database.url): open postgres: not a UTF-8 database connection"},
+	} {
+		_, _, err := runAt(t, ctx, time.Now(), tc.env, config, "status")
+		if err == nil {
+			t.Errorf("%s: status with a bad override: no error", tc.name)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), config) {
+			t.Errorf("%s: error %q; want it to begin %q and not name the file", tc.name, err, tc.want)
+		}
+	}
+}

@@ -235,7 +235,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	cfg := *base
 	if cfg.Database.URL != "" {
 		if _, err := pgconn.ParseConfig(cfg.Database.URL); err != nil {
-			return nil, nil, permanentError{fmt.Errorf("database.url: %w", err)}
+			return nil, nil, permanentError{fmt.Errorf("%s: %w", cfg.source("database.url"), err)}
 		}
 	}
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)

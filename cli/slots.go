@@ -168,6 +168,10 @@ func printSlots(out io.Writer, cfg *Config) error {
 	for _, w := range overlapWarnings(cfg) {
 		fmt.Fprintln(out, "warning: "+w)
 	}
+	if len(own) > 0 && !pc.AutoOwnership && len(own[pc.Server]) == 0 {
+		fmt.Fprintf(out, "warning: this configuration's server name, %q (server, PRESCIENT_SERVER or the host name), is not in ownership.static: "+
+			"a server started with it would fire no slot\n", pc.Server)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
