@@ -346,7 +346,14 @@ func TestRunWaitsForTheDatabase(t *testing.T) {
 	waitFor(t, 60*time.Second, "/readyz 200 once the database is up", srv, func() bool {
 		return readyz(addr) == http.StatusOK
 	})
+	waitFor(t, 10*time.Second, "serving logged", srv, func() bool {
+		return strings.Contains(srv.stderr.String(), "serving")
+	})
 	wantContains(t, "logs", srv.stderr.String(), "database reached: started", "serving")
+	// The logs name the schema as every command does: the one in use.
+	if logs := srv.stderr.String(); strings.Count(logs, "schema public") < 2 || strings.Contains(logs, "first of the search_path") {
+		t.Errorf("run's migrated and serving lines do not name the schema in use (public):\n%s", logs)
+	}
 	srv.cancel()
 	<-srv.exit
 	if srv.err != nil {

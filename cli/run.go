@@ -159,7 +159,7 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	for _, c := range pc.Checks.All() {
 		names = append(names, c.Name)
 	}
-	log.Info("serving", "server", pc.Server, "database", describeStore(cfg), "checks", names, "grid", pc.Grid.String())
+	log.Info("serving", "server", pc.Server, "database", describeOpen(ctx, client.Store(), cfg), "checks", names, "grid", pc.Grid.String())
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", pc.ShutdownGrace)
@@ -255,7 +255,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 			}
 			return nil, nil, err
 		}
-		log.Info("migrated", "database", describeStore(&cfg))
+		log.Info("migrated", "database", describeOpen(ctx, st, &cfg))
 	}
 	if err := e.declare(ctx, st, &cfg, true); err != nil { // declared.go
 		st.Close()
