@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"reflect"
@@ -1149,6 +1150,13 @@ func (c *Config) Validate() error {
 			bad(r.key, fmt.Errorf("%s, got %s", msg, r.v))
 		}
 	}
+	// A server name in the static map is reported at its own line.
+	for _, name := range slices.Sorted(maps.Keys(c.Ownership.Static)) {
+		if err := validServerName(name); err != nil {
+			bad("ownership.static."+name, err)
+			reported["ownership.static"] = true
+		}
+	}
 	for _, kc := range checks {
 		if reported[kc.key] || slices.ContainsFunc(kc.uses, func(k string) bool { return reported[k] }) {
 			continue
@@ -1402,3 +1410,7 @@ func (e engineError) Error() string {
 	return s
 }
 func (e engineError) Unwrap() error { return e.err }
+
+// validServerName applies the rule of server names (the Validate method's
+// own checks variable hides the package).
+func validServerName(name string) error { return checks.ValidateName("server", name) }

@@ -210,7 +210,7 @@ func TestConfigErrors(t *testing.T) {
 			[]string{":3: ownership.static:", "position(s) [3]", "never run"}, slots.ErrUnowned},
 		{"position outside cycle", "ownership:\n  static:\n    a: [0, 1, 2, 3, 4]\n", []string{"ownership.static:", "position 4 is outside 0..3"}, nil},
 		{"server name no server can have", "ownership:\n  static:\n    \"web 1\": [0, 1]\n    web-2: [2, 3]\n",
-			[]string{":2: ownership.static:", `invalid server name "web 1"`}, nil},
+			[]string{":3: ownership.static.web 1:", `invalid server name "web 1"`}, nil},
 		{"resolution not positive", "slots:\n  resolution: -1m\n", []string{":2: slots.resolution:", "must be positive"}, slots.ErrInvalidGrid},
 		{"resolution zero", "slots:\n  resolution: 0s\n", []string{":2: slots.resolution: must be positive"}, nil},
 		{"offset too big", "slots:\n  resolution: 15m\n  offset: 20m\n", []string{":3: slots.offset:", "less than the resolution"}, slots.ErrInvalidGrid},
