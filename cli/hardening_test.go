@@ -347,7 +347,7 @@ func TestRunWaitsForTheDatabase(t *testing.T) {
 		return readyz(addr) == http.StatusOK
 	})
 	waitFor(t, 10*time.Second, "serving logged", srv, func() bool {
-		return strings.Contains(srv.stderr.String(), "serving")
+		return strings.Contains(srv.stderr.String(), "msg=serving ") // not "serving http", logged first
 	})
 	wantContains(t, "logs", srv.stderr.String(), "database reached: started", "serving")
 	// The logs name the schema as every command does: the one in use.
