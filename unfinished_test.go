@@ -255,60 +255,21 @@ func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
 
 // The attempts left behind are counted when a slot starts; before a job is
 // ended failed or run alone, they are counted again: the group of another
-// server that named it may have finished since, deleting its attempt.
+// server that named it may have finished since, deleting its attempt. An
+// attempt recorded after the slot started (another server's group, most
+// likely still running) does not count then, even when another attempt
+// naming the same job ended meanwhile: a job one crash short of its limit
+// still runs alone, and is not condemned by a group that never crashed.
 func TestAttemptsCountedAgainBeforeCondemning(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		var ended int64 // the attempt a check of the first page deletes
-		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-			if j.Key == "c-000" {
-				if _, err := j.Tx.Exec(ctx, "DELETE FROM prescient_attempts WHERE id = $1", ended); err != nil {
-					return time.Time{}, err
-				}
-			}
-			return time.Time{}, writeAlert(ctx, j)
-		}
-		c := h.client(clk, register(t, "c", check, nil), nil)
-		const at = "2026-03-10T10:15:00Z"
-		// A first page of jobs (the engine lists 100 first), then x on the
-		// next, named by three attempts, one of which ends while the first
-		// page runs.
-		for i := range 100 {
-			schedule(t, c, fmt.Sprintf("c-%03d", i), "c", at)
-		}
-		x := schedule(t, c, "x", "c", at)
-		slot := ts(at)
-		for i := range 3 {
-			id, err := h.store.Driver().AttemptStart(context.Background(),
-				&driver.AttemptStartParams{Server: "other", Slot: slot, StartedAt: slot, IDs: []int64{x.ID}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				ended = id
-			}
-		}
-		clk.Set(at)
-		if rec := fire(t, c, at); rec.Outcomes[history.Done] != 101 {
-			t.Errorf("slot record %+v, want all 101 done", rec)
-		}
-		wantOutcome(t, c, "x", history.Done, 1)
-	})
-}
-
-// An attempt recorded after the slot started (another server's group,
-// most likely still running) does not count when the attempts are counted
-// again, even when another attempt naming the same job ended meanwhile: a
-// job one crash short of its limit still runs alone, and is not condemned
-// by a group that never crashed.
-func TestAttemptsStartedSinceTheSlotDoNotCondemn(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		left int  // attempts naming x when the slot starts
-		end  bool // one of them ends while the first page runs
+		name   string
+		left   int  // attempts naming x when the slot starts
+		end    bool // the first of them ends while the first page runs
+		record bool // another server records one naming x meanwhile
 	}{
-		{"one recorded since", 2, false},
-		{"one ended and one recorded since", 3, true},
+		{"one ended since", 3, true, false},
+		{"one recorded since", 2, false, true},
+		{"one ended and one recorded since", 3, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, h *harness) {
@@ -318,13 +279,15 @@ func TestAttemptsStartedSinceTheSlotDoNotCondemn(t *testing.T) {
 				const at = "2026-03-10T10:15:00Z"
 				slot := ts(at)
 				check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-					if j.Key == "c-000" {
-						if tc.end {
-							if _, err := j.Tx.Exec(ctx, "DELETE FROM prescient_attempts WHERE id = $1", ended); err != nil {
-								return time.Time{}, err
-							}
+					if j.Key != "c-000" {
+						return time.Time{}, writeAlert(ctx, j)
+					}
+					if tc.end {
+						if _, err := j.Tx.Exec(ctx, "DELETE FROM prescient_attempts WHERE id = $1", ended); err != nil {
+							return time.Time{}, err
 						}
-						// Another server starts a group naming x meanwhile.
+					}
+					if tc.record {
 						var err error
 						if h.name == "sqlite" {
 							_, err = j.Tx.Exec(ctx, `INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ('other', $1, $1, $2)`,
