@@ -252,12 +252,6 @@ func (c Config) Validate() error {
 	if err := c.Grid.Validate(); err != nil {
 		return fmt.Errorf("config: slots: %w", err)
 	}
-	// A name Server could never be would leave its positions unfired.
-	for _, s := range c.Ownership.Servers() {
-		if err := checks.ValidateName("server", s); err != nil {
-			return fmt.Errorf("config: ownership: %w", err)
-		}
-	}
 	if err := c.Ownership.Validate(c.Grid.Positions()); err != nil {
 		return fmt.Errorf("config: ownership: %w", err)
 	}

@@ -418,20 +418,16 @@ func loadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, er
 		}
 		cfg.file = path
 	}
-	for key, name := range map[string]string{"database.url": EnvDatabaseURL, "server": EnvServer} {
-		v, _ := lookupEnv(name)
-		if v == "" {
-			continue
+	for _, o := range []struct {
+		key, name string
+		dst       *string
+	}{{"database.url", EnvDatabaseURL, &cfg.Database.URL}, {"server", EnvServer, &cfg.Server}} {
+		if v, _ := lookupEnv(o.name); v != "" {
+			if cfg.env == nil {
+				cfg.env = make(map[string]string)
+			}
+			*o.dst, cfg.env[o.key] = v, o.name
 		}
-		if key == "server" {
-			cfg.Server = v
-		} else {
-			cfg.Database.URL = v
-		}
-		if cfg.env == nil {
-			cfg.env = make(map[string]string)
-		}
-		cfg.env[key] = name
 	}
 	return cfg, nil
 }
@@ -1087,12 +1083,11 @@ func (c *Config) Validate() error {
 	secrets := c.secrets()
 	bad := func(key string, err error) {
 		reported[key] = true
+		e := &ConfigError{File: c.file, Line: c.lines[key], Key: c.source(key), Err: redactErr(err, secrets, c.stringAt(key))}
 		if _, ok := c.env[key]; ok {
-			// The file's value, if any, is not the one refused.
-			errs = append(errs, &ConfigError{Key: c.source(key), Err: redactErr(err, secrets, c.stringAt(key))})
-			return
+			e.File, e.Line = "", 0 // the file's value, if any, is not the one refused
 		}
-		errs = append(errs, &ConfigError{File: c.file, Line: c.lines[key], Key: key, Err: redactErr(err, secrets, c.stringAt(key))})
+		errs = append(errs, e)
 	}
 	// The zero values the engine would silently default are refused first:
 	// a file that says workers: 0 means something, and it is not "10". So is

@@ -420,18 +420,13 @@ func TestEnvironmentOverridesNamedInErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	config := writeConfig(t, "slots:\n  resolution: 15m\n")
-	url := pgtest.URL()
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
 		want string
 	}{
 		{"server", map[string]string{EnvServer: "web 1"}, `PRESCIENT_SERVER (overriding server): invalid server name "web 1"`},
-		{"database URL", map[string]string{EnvDatabaseURL: url + sep + "client_encoding=LATIN1"},
+		{"database URL", map[string]string{EnvDatabaseURL: pgtest.WithParam(pgtest.URL(), "client_encoding=LATIN1")},
 			"PRESCIENT_DATABASE_URL (overriding database.url): open postgres: not a UTF-8 database connection"},
 	} {
 		_, _, err := runAt(t, ctx, time.Now(), tc.env, config, "status")

@@ -51,11 +51,7 @@ func TestClientEncodingIsUTF8(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.Database(t, "ENCODING 'UTF8' TEMPLATE template0")
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	if s, err := postgres.Open(ctx, url+sep+"client_encoding=LATIN1", nil); err == nil {
+	if s, err := postgres.Open(ctx, pgtest.WithParam(url, "client_encoding=LATIN1"), nil); err == nil {
 		s.Close()
 		t.Error("Open with client_encoding=LATIN1 in the URL: no error")
 	} else if !errors.Is(err, postgres.ErrEncoding) || !strings.Contains(err.Error(), "client_encoding is LATIN1") {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/prescient-dev/prescient/checks"
 )
 
 // Ownership is a static map from server name to the positions it fires. A nil
@@ -26,7 +28,7 @@ type Report struct {
 	// usually a mistake, so they are reported.
 	Overlaps map[int][]string
 	// Invalid lists problems that make the map unusable: positions out of
-	// range, repeated positions, empty server names.
+	// range, repeated positions, server names no server can have.
 	Invalid []string
 }
 
@@ -39,8 +41,9 @@ func (o Ownership) Check(n int) Report {
 	}
 	owners := make(map[int][]string)
 	for _, server := range o.Servers() {
-		if strings.TrimSpace(server) == "" {
-			r.Invalid = append(r.Invalid, "a server name is empty")
+		if err := checks.ValidateName("server", server); err != nil {
+			// No server can be named so: its positions would never fire.
+			r.Invalid = append(r.Invalid, err.Error())
 		}
 		seen := make(map[int]bool)
 		for _, p := range o[server] {

@@ -22,6 +22,7 @@ func TestOwnershipCheck(t *testing.T) {
 		{"overlap", Ownership{"a": {0, 1, 2, 3}, "b": {1}}, 4, nil, map[int][]string{1: {"a", "b"}}, ""},
 		{"out of range", Ownership{"a": {0, 1, 2, 3, 4}}, 4, nil, nil, "position 4 is outside 0..3"},
 		{"repeated", Ownership{"a": {0, 0, 1, 2, 3}}, 4, nil, nil, "listed twice"},
+		{"name no server can have", Ownership{"web 1": {0, 1}, "web-2": {2, 3}}, 4, nil, nil, `invalid server name "web 1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,6 +81,14 @@ func Database(t testing.TB, options string) string {
 	return u.String()
 }
 
+// WithParam returns url with the query parameter param ("key=value") added.
+func WithParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
+}
+
 var unsafe = regexp.MustCompile(`[^a-z0-9]+`)
 
 // uniqueName is "t_", a few characters of the test's name for whoever reads
