@@ -48,6 +48,11 @@ type Client struct {
 	// unfinished.go).
 	attempts sync.Map
 
+	// firing holds the slots the client is firing, each with a channel
+	// closed when that firing ends (see holdSlot).
+	firingMu sync.Mutex
+	firing   map[time.Time]chan struct{}
+
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired
 	startedAt time.Time
@@ -86,6 +91,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		drv:     drv,
 		log:     c.Logger.With("server", c.Server),
 		sem:     make(chan struct{}, c.Workers),
+		firing:  make(map[time.Time]chan struct{}),
 		unknown: make(map[string]int),
 	}, nil
 }

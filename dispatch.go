@@ -31,17 +31,32 @@ const (
 // The slot ledger keeps one row per slot and server, adding up every firing
 // of the slot by that server (see Slots); FireSlot's record is this call's
 // share of it.
+//
+// A client fires a slot once at a time: if it is firing slot already (its
+// tick, its sweep or another FireSlot call), FireSlot waits for that firing
+// to end, then fires what is left.
 func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
-	return c.fireSlot(ctx, ctx, slot, KindFire)
+	return c.fireSlot(ctx, ctx, slot, KindFire, true)
 }
 
+// errSlotBusy is fireSlot's answer, without wait, for a slot the client is
+// firing already.
+var errSlotBusy = errors.New("this server is firing the slot already")
+
 // fireSlot stops dispatching new jobs when work ends, and interrupts running
-// checks (releasing their jobs untouched) when hard ends.
-func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind string) (did *SlotRecord, err error) {
+// checks (releasing their jobs untouched) when hard ends. If the client is
+// firing slot already, it waits for that firing to end when wait is set,
+// and returns errSlotBusy at once otherwise.
+func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind string, wait bool) (did *SlotRecord, err error) {
 	slot = slot.UTC()
 	if !c.cfg.Grid.IsBoundary(slot) {
 		return nil, fmt.Errorf("prescient: fire slot %s: not on the grid (%s)", slot.Format(time.RFC3339Nano), c.cfg.Grid)
 	}
+	release, err := c.holdSlot(work, slot, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	start, began := c.now(), time.Now()
 	name := slot.Format(time.RFC3339)
 	ledger, err := c.ledgerStart(hard, slot, kind)
@@ -79,6 +94,44 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	return did, nil
+}
+
+// holdSlot marks slot as being fired by the client until release is called.
+// Two firings of one slot by one client would only get in each other's way:
+// the second lists the jobs the first has listed and not yet claimed, claims
+// some of them, and the first's claims come up short and are done again (a
+// scheduled sweep meeting a 200,000-job slot still running after its
+// boundary had 25 to 37% of the slot's transactions rolled back and done
+// again); and each writes the slot's ledger row from what it read when it
+// started, so the last to finish overwrites what the other counted. If slot
+// is held, holdSlot waits for its release with wait set (or until ctx ends),
+// and returns errSlotBusy otherwise.
+func (c *Client) holdSlot(ctx context.Context, slot time.Time, wait bool) (release func(), err error) {
+	for {
+		c.firingMu.Lock()
+		done, busy := c.firing[slot]
+		if !busy {
+			done = make(chan struct{})
+			c.firing[slot] = done
+			c.firingMu.Unlock()
+			return func() {
+				c.firingMu.Lock()
+				delete(c.firing, slot)
+				c.firingMu.Unlock()
+				close(done)
+			}, nil
+		}
+		c.firingMu.Unlock()
+		if !wait {
+			return nil, errSlotBusy
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("prescient: fire slot %s: waiting for this server's firing of it to end: %w",
+				slot.Format(time.RFC3339), ctx.Err())
+		}
+	}
 }
 
 // ledgerStart records in the ledger that this server fires slot, and returns

@@ -85,7 +85,13 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 				c.log.Info("moved jobs scheduled on an old grid onto the current one", "from", s, "to", to, "jobs", n)
 				continue
 			}
-			rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep)
+			rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep, false)
+			if errors.Is(err, errSlotBusy) {
+				// Still running past its boundary (a large slot, or one
+				// caught up late): that firing takes its jobs.
+				c.log.Debug("sweep: slot left to the firing of it in progress", "slot", s)
+				continue
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue

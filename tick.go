@@ -65,7 +65,9 @@ func (c *Client) Tick(ctx context.Context) {
 	}
 	// A slot that fails does not hold up the ones after it; the next tick
 	// starts again from the first that failed (later ones that succeeded are
-	// complete in the ledger by then, and skipped).
+	// complete in the ledger by then, and skipped). So does a slot the
+	// client is firing already (a sweep taking it), without an error: the
+	// next tick finds it complete, or fires what that firing left.
 	var failed time.Time
 	var errs []error
 	for s := from; !s.After(cur) && ctx.Err() == nil; s = g.Add(s, 1) {
@@ -76,10 +78,14 @@ func (c *Client) Tick(ctx context.Context) {
 		if s.Before(cur) {
 			kind = KindCatchup
 		}
-		if _, err := c.fireSlot(ctx, c.hardCtxOr(ctx), s, kind); err != nil {
-			if failed.IsZero() {
-				failed = s
-			}
+		_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), s, kind, false)
+		if err != nil && failed.IsZero() {
+			failed = s
+		}
+		switch {
+		case errors.Is(err, errSlotBusy):
+			c.log.Debug("slot left to the firing of it in progress", "slot", s)
+		case err != nil:
 			errs = append(errs, err)
 		}
 	}
@@ -113,7 +119,10 @@ func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
 	}
 	for _, d := range due {
 		if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
-			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup)
+			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup, false)
+			if errors.Is(err, errSlotBusy) {
+				return nil // a sweep is taking them
+			}
 			return err
 		}
 	}
