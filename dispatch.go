@@ -32,9 +32,11 @@ const (
 // of the slot by that server (see Slots); FireSlot's record is this call's
 // share of it.
 //
-// A client fires a slot once at a time: if it is firing slot already (its
-// tick, its sweep or another FireSlot call), FireSlot waits for that firing
-// to end, then fires what is left.
+// A client never fires a slot twice at once: if it is firing slot already
+// (its tick, its sweep or another FireSlot call), FireSlot waits for that
+// firing to end, then fires what is left. That can take as long as a large
+// slot does, and a check that calls FireSlot on its own slot waits until ctx
+// ends.
 func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
 	return c.fireSlot(ctx, ctx, slot, KindFire, true)
 }
@@ -103,9 +105,11 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 // scheduled sweep meeting a 200,000-job slot still running after its
 // boundary had 25 to 37% of the slot's transactions rolled back and done
 // again); and each writes the slot's ledger row from what it read when it
-// started, so the last to finish overwrites what the other counted. If slot
-// is held, holdSlot waits for its release with wait set (or until ctx ends),
-// and returns errSlotBusy otherwise.
+// started, so the last to finish overwrites what the other counted. The
+// price: jobs another server releases in a held slot after its firing has
+// listed past them wait for the next sweep, where a second firing beside it
+// would have found them. If slot is held, holdSlot waits for its release
+// with wait set (or until ctx ends), and returns errSlotBusy otherwise.
 func (c *Client) holdSlot(ctx context.Context, slot time.Time, wait bool) (release func(), err error) {
 	for {
 		c.firingMu.Lock()
@@ -132,6 +136,13 @@ func (c *Client) holdSlot(ctx context.Context, slot time.Time, wait bool) (relea
 				slot.Format(time.RFC3339), ctx.Err())
 		}
 	}
+}
+
+// heldSlots returns the slots the client is firing.
+func (c *Client) heldSlots() []time.Time {
+	c.firingMu.Lock()
+	defer c.firingMu.Unlock()
+	return slices.Collect(maps.Keys(c.firing))
 }
 
 // ledgerStart records in the ledger that this server fires slot, and returns

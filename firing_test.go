@@ -89,68 +89,137 @@ func TestSweepLeavesASlotBeingFired(t *testing.T) {
 }
 
 // A tick whose catch-up reaches a slot a sweep is firing leaves it to the
-// sweep, without an error, and looks at it again next time: by then the
-// ledger says it is complete, and nothing runs twice. On PostgreSQL only: on
+// sweep, without an error, and takes it up again on the next tick: by then
+// the ledger says it is complete, and nothing runs twice; or the sweep was
+// cut short, and the next tick fires what it left. On PostgreSQL only: on
 // SQLite, whose one writer the sweep's running group holds, the tick's own
 // ledger write for the slot in progress waits for that group whatever it
 // does about the other slot.
 func TestTickLeavesASlotASweepIsFiring(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []bool{false, true} {
+		name := map[bool]string{false: "sweep completes", true: "sweep cut short"}[cut]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := openPostgres(t)
+			clk := newClock("2026-03-10T10:00:00Z")
+			rec := &calls{}
+			started, release := make(chan struct{}), make(chan struct{})
+			srv := h.client(clk, register(t, "unshipped", heldCheck(rec, started, release), nil), oneAtATime)
+			srv.Tick(context.Background()) // 10:00: nothing due; catch-up starts after it
+			for _, k := range []string{"1", "2", "3"} {
+				schedule(t, srv, k, "unshipped", "2026-03-10T10:15:00Z")
+			}
+			clk.Set("2026-03-10T10:31:00Z") // 10:15 was missed
+			type swept struct {
+				res *prescient.SweepResult
+				err error
+			}
+			sweepCtx, stopSweep := context.WithCancel(context.Background())
+			defer stopSweep()
+			done := make(chan swept, 1)
+			go func() {
+				r, err := srv.Sweep(sweepCtx, prescient.SweepRun)
+				done <- swept{r, err}
+			}()
+			select {
+			case <-started:
+			case s := <-done:
+				t.Fatalf("sweep ended before its held check started: %+v, %v", s.res, s.err)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			srv.Tick(ctx) // catch-up 10:15 (the sweep has it), fire 10:30
+			if ctx.Err() != nil {
+				t.Fatal("the tick waited for the sweep's firing of 10:15")
+			}
+			cancel()
+			if err := srv.Ready(); err != nil {
+				t.Fatalf("tick during the sweep's firing of a slot: %v", err)
+			}
+			if n := rec.total(); n != 1 {
+				t.Fatalf("%d checks ran before the sweep's held check ended, want 1", n)
+			}
+			if recs := ledger(t, srv, "2026-03-10T10:30:00Z"); len(recs) != 1 || !recs[0].Complete() {
+				t.Fatalf("ledger of 10:30 after the tick: %+v; want it fired, not held up by 10:15", recs)
+			}
+			if cut {
+				stopSweep() // interrupts the held check: its job stays due, untouched
+			}
+			close(release)
+			s := <-done
+			if !cut && (s.err != nil || s.res.Slots != 1 || s.res.Jobs != 3) {
+				t.Fatalf("sweep: %+v, %v; want 1 slot, 3 jobs", s.res, s.err)
+			}
+			if cut && s.err == nil {
+				t.Fatalf("sweep cut short: %+v, no error", s.res)
+			}
+
+			clk.Set("2026-03-10T10:46:00Z")
+			srv.Tick(context.Background())
+			if err := srv.Ready(); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"1", "2", "3"} {
+				want := 1
+				if cut && k == "1" {
+					want = 2 // interrupted, then run by the tick
+				}
+				if n := len(rec.of(k)); n != want {
+					t.Errorf("order %s checked %d times, want %d", k, n, want)
+				}
+				wantOutcome(t, srv, k, history.Done, 1)
+			}
+			if recs := ledger(t, srv, "2026-03-10T10:15:00Z"); len(recs) != 1 || recs[0].Checked != 3 || !recs[0].Complete() {
+				t.Fatalf("ledger of 10:15: %+v, want one complete row with 3 checked", recs)
+			}
+		})
+	}
+}
+
+// A reslot-mode sweep leaves the jobs of a slot the server is firing where
+// they are: that firing has them listed, and takes them. On PostgreSQL only:
+// on SQLite the reslot's write waits for the firing's group, which holds the
+// one writer.
+func TestReslotSweepLeavesASlotBeingFired(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
 	clk := newClock("2026-03-10T10:00:00Z")
 	rec := &calls{}
 	started, release := make(chan struct{}), make(chan struct{})
 	srv := h.client(clk, register(t, "unshipped", heldCheck(rec, started, release), nil), oneAtATime)
-	srv.Tick(context.Background()) // 10:00: nothing due; catch-up starts after it
 	for _, k := range []string{"1", "2", "3"} {
 		schedule(t, srv, k, "unshipped", "2026-03-10T10:15:00Z")
 	}
-	clk.Set("2026-03-10T10:31:00Z") // 10:15 was missed
-	type swept struct {
-		res *prescient.SweepResult
+	schedule(t, srv, "4", "unshipped", "2026-03-10T10:00:01Z") // 10:15 too
+	schedule(t, srv, "5", "unshipped", "2026-03-10T10:29:00Z") // 10:30, missed
+	clk.Set("2026-03-10T10:15:00Z")
+	type fired struct {
+		rec *prescient.SlotRecord
 		err error
 	}
-	done := make(chan swept, 1)
+	done := make(chan fired, 1)
 	go func() {
-		r, err := srv.Sweep(context.Background(), prescient.SweepRun)
-		done <- swept{r, err}
+		r, err := srv.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
+		done <- fired{r, err}
 	}()
 	select {
 	case <-started:
-	case s := <-done:
-		t.Fatalf("sweep ended before its held check started: %+v, %v", s.res, s.err)
+	case f := <-done:
+		t.Fatalf("firing ended before its held check started: %+v, %v", f.rec, f.err)
 	}
+	clk.Set("2026-03-10T10:46:00Z") // 10:15 and 10:30 are overdue; 10:15 still running
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	srv.Tick(ctx) // catch-up 10:15 (the sweep has it), fire 10:30
-	cancel()
-	if err := srv.Ready(); err != nil {
-		t.Fatalf("tick during the sweep's firing of a slot: %v", err)
-	}
-	if n := rec.total(); n != 1 {
-		t.Fatalf("%d checks ran before the sweep's held check ended, want 1", n)
-	}
-	if recs := ledger(t, srv, "2026-03-10T10:30:00Z"); len(recs) != 1 || !recs[0].Complete() {
-		t.Fatalf("ledger of 10:30 after the tick: %+v; want it fired, not held up by 10:15", recs)
+	res, err := srv.Sweep(context.Background(), prescient.SweepReslot)
+	if err != nil || res.Jobs != 1 || !res.To.Equal(ts("2026-03-10T11:00:00Z")) {
+		t.Fatalf("reslot sweep: %+v, %v; want order 5 alone moved to 11:00", res, err)
 	}
 	close(release)
-	s := <-done
-	if s.err != nil || s.res.Slots != 1 || s.res.Jobs != 3 {
-		t.Fatalf("sweep: %+v, %v; want 1 slot, 3 jobs", s.res, s.err)
+	if f := <-done; f.err != nil || f.rec.Checked != 4 {
+		t.Fatalf("firing: %+v, %v; want its 4 jobs checked", f.rec, f.err)
 	}
-
-	clk.Set("2026-03-10T10:46:00Z")
-	srv.Tick(context.Background())
-	if err := srv.Ready(); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"1", "2", "3"} {
-		if n := len(rec.of(k)); n != 1 {
-			t.Errorf("order %s checked %d times, want 1", k, n)
-		}
-	}
-	if recs := ledger(t, srv, "2026-03-10T10:15:00Z"); len(recs) != 1 || recs[0].Checked != 3 || !recs[0].Complete() {
-		t.Fatalf("ledger of 10:15: %+v, want one complete row with 3 checked", recs)
+	if j := wantPending(t, srv, "5", "unshipped"); !j.NextCheckAt.Equal(ts("2026-03-10T11:00:00Z")) {
+		t.Fatalf("order 5 next check %s, want 11:00", j.NextCheckAt)
 	}
 }
 

@@ -42,7 +42,9 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 	res = &SweepResult{Mode: mode}
 	if mode == SweepReslot {
 		to := c.cfg.Grid.Next(now)
-		n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now})
+		// Jobs of a slot the client is firing stay: that firing has them
+		// listed, and takes them.
+		n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now, Except: c.heldSlots()})
 		if err != nil {
 			c.storeError(StoreOpSweep, err)
 			return nil, fmt.Errorf("prescient: sweep: reslot: %w", err)

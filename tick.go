@@ -65,9 +65,11 @@ func (c *Client) Tick(ctx context.Context) {
 	}
 	// A slot that fails does not hold up the ones after it; the next tick
 	// starts again from the first that failed (later ones that succeeded are
-	// complete in the ledger by then, and skipped). So does a slot the
-	// client is firing already (a sweep taking it), without an error: the
-	// next tick finds it complete, or fires what that firing left.
+	// complete in the ledger by then, and skipped). The next tick also starts
+	// from a slot the client is firing already (a sweep or a FireSlot call
+	// has it; ticks never overlap), which is skipped without an error: by
+	// then the ledger shows it complete, or that firing was cut short and
+	// the tick fires what it left.
 	var failed time.Time
 	var errs []error
 	for s := from; !s.After(cur) && ctx.Err() == nil; s = g.Add(s, 1) {
@@ -121,7 +123,7 @@ func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
 		if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
 			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup, false)
 			if errors.Is(err, errSlotBusy) {
-				return nil // a sweep is taking them
+				return nil // another firing of the slot (a sweep, FireSlot) has them
 			}
 			return err
 		}

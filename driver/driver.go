@@ -104,9 +104,9 @@ type Driver interface {
 	// that still have pending jobs, oldest first, at most limit. A zero after
 	// is no lower bound; passing the last slot returned pages on.
 	JobsOverdueSlots(ctx context.Context, after, before time.Time, limit int) ([]time.Time, error)
-	// JobsReslot moves every pending job with next_check_at before p.Before to
-	// p.To (a slot), skipping rows held by a processing transaction, and
-	// returns how many.
+	// JobsReslot moves every pending job with next_check_at before p.Before,
+	// and not in one of p.Except, to p.To (a slot), skipping rows held by a
+	// processing transaction, and returns how many.
 	JobsReslot(ctx context.Context, p *JobsReslotParams) (int, error)
 	// JobStats summarises the pending table for status: totals, overdue jobs,
 	// the load of upcoming slots and the pending count per check name.

@@ -124,6 +124,9 @@ type JobsReslotParams struct {
 	Before time.Time
 	To     time.Time
 	Now    time.Time
+	// Except are slots whose jobs stay where they are (slots the engine
+	// is firing).
+	Except []time.Time
 }
 
 // JobStatsParams asks for the pending table's summary as of the slot Current.

@@ -738,8 +738,9 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int, error) {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
-		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 FOR UPDATE SKIP LOCKED)`,
-		p.Before, p.To, p.Now)
+		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 AND next_check_at <> ALL ($4::timestamptz[])
+			FOR UPDATE SKIP LOCKED)`,
+		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...)) // not NULL: <> ALL (NULL) matches no row
 	if err != nil {
 		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(err))
 	}

@@ -344,11 +344,20 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 // for its whole transaction, so the reslot waits for it (up to the busy
 // timeout) and then sees the jobs it left.
 func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int, error) {
+	except := make([]int64, len(p.Except))
+	for i, t := range p.Except {
+		except[i] = micros(t)
+	}
+	exceptJSON, err := json.Marshal(except)
+	if err != nil {
+		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), err)
+	}
 	var n int64
-	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
-			UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3 WHERE next_check_at < $1`,
-			micros(p.Before), micros(p.To), micros(p.Now))
+			UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
+			WHERE next_check_at < $1 AND next_check_at NOT IN (SELECT value FROM json_each($4))`,
+			micros(p.Before), micros(p.To), micros(p.Now), string(exceptJSON))
 		if err != nil {
 			return err
 		}

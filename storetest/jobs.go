@@ -584,6 +584,24 @@ func testReslot(t *testing.T, h *Harness) {
 	if err != nil || n != 0 {
 		t.Errorf("reslot again: %d, %v; want 0, nil", n, err)
 	}
+
+	// Jobs of the slots in Except stay.
+	d := schedule(t, h, "order", "d", "unshipped", slot(4), "")
+	e := schedule(t, h, "order", "e", "unshipped", slot(5), "")
+	f := schedule(t, h, "order", "f", "unshipped", slot(6), "")
+	n, err = h.Store.JobsReslot(t.Context(), &driver.JobsReslotParams{Before: slot(7), To: slot(8), Now: now,
+		Except: []time.Time{slot(4), slot(6)}})
+	if err != nil || n != 2 {
+		t.Fatalf("reslot except slots 4 and 6: %d, %v; want 2 (c and e), nil", n, err)
+	}
+	for _, j := range []*driver.Job{c, e} {
+		if got := get(t, h, j.Entity, j.Key, j.Check); !got.NextCheckAt.Equal(slot(8)) {
+			t.Errorf("job %s in %v, want moved to %v", j.Key, got.NextCheckAt, slot(8))
+		}
+	}
+	for _, j := range []*driver.Job{d, f} {
+		jobDiff(get(t, h, j.Entity, j.Key, j.Check), j).check(t, "job of an excepted slot "+j.Key)
+	}
 }
 
 func testStats(t *testing.T, h *Harness) {
