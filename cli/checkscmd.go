@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -71,9 +70,7 @@ fails here, naming the check and its line.
 			}
 			list := e.checkList(cfg)
 			if o.json {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			return printChecks(cmd.OutOrStdout(), list, o.prepare)
 		},

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -162,9 +161,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	res.From = describeOpen(ctx, src, cfg)
 	res.To = describePostgres(o.to, o.toSchema)
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeJSON(out, struct {
 			*copyResult
 			Resolution string `json:"grid_resolution"`
 			Offset     string `json:"grid_offset"`

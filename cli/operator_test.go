@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
@@ -93,14 +94,16 @@ func oneJSON(t *testing.T, what, out string, v any) {
 	if strings.Contains(out, "database:") {
 		t.Errorf("%s: JSON output holds the database line:\n%s", what, out)
 	}
+	noEscapes(t, what, out)
 }
 
-// noEscapes fails when out holds a control character other than newline:
-// text from checks must reach the terminal escaped.
+// noEscapes fails when out holds a control character other than newline, or
+// a bidirectional or zero-width character: text from checks must reach the
+// terminal escaped, in --json output too.
 func noEscapes(t *testing.T, what, out string) {
 	t.Helper()
 	for i, r := range out {
-		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == '\u202e' {
+		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r <= 0x9f) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
 			t.Fatalf("%s: output holds the control character %U at byte %d:\n%q", what, r, i, out)
 		}
 	}
@@ -627,4 +630,34 @@ func TestSafeText(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString(safeText(errMsg))
 	noEscapes(t, "safeText(errMsg)", b.String())
+}
+
+// TestWriteJSONEscapesWhatTerminalsActOn: --json output escapes what
+// encoding/json leaves raw and a terminal acts on (DEL, C1, bidirectional
+// and zero-width characters, beyond the BMP too), and decodes to the same
+// text.
+func TestWriteJSONEscapesWhatTerminalsActOn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want []string // in the output
+	}{
+		{"plain error: 42 rows, Zoë 🚚", []string{`"plain error: 42 rows, Zoë 🚚"`}},
+		{"del\x7f csi\u009b2J nel\u0085", []string{`del\u007f csi\u009b2J nel\u0085`}},
+		{"bidi \u202eevil\u2066 zw\u200b\ufeff", []string{`bidi \u202eevil\u2066 zw\u200b\ufeff`}},
+		{"tag \U000e0001 beyond the BMP", []string{`tag \udb40\udc01 beyond`}},
+		{errMsg, []string{`\u001b[2J\n`, `\u202eevil`}},
+	} {
+		var b bytes.Buffer
+		if err := writeJSON(&b, map[string]string{"s": tc.in}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		noEscapes(t, fmt.Sprintf("writeJSON(%q)", tc.in), out)
+		wantContains(t, fmt.Sprintf("writeJSON(%q)", tc.in), out, tc.want...)
+		var back map[string]string
+		if err := json.Unmarshal(b.Bytes(), &back); err != nil || back["s"] != tc.in {
+			t.Errorf("writeJSON(%q) decodes to %q, %v", tc.in, back["s"], err)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -75,9 +74,7 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(out, st)
 	}
 	writeStatus(out, st)
 	return nil

@@ -1,21 +1,57 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // writeJSON writes v as the one indented JSON document of a command's
-// --json output.
+// --json output. The characters safeText escapes are escaped here too (see
+// jsonSafe): --json output also reaches terminals.
 func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := out.Write(jsonSafe(b.Bytes()))
+	return err
+}
+
+// jsonSafe rewrites the characters encoding/json leaves as they are but a
+// terminal acts on (DEL, C1 controls such as CSI, bidirectional and
+// zero-width characters; see unsafeRune) as \u escapes, a surrogate pair
+// beyond the BMP. The JSON decodes to the same text. encoding/json has
+// escaped the C0 controls and U+2028/U+2029 already, and its output outside
+// strings is ASCII, so every such character is inside a string.
+func jsonSafe(doc []byte) []byte {
+	unsafe := func(r rune) bool { return r >= 0x7f && unsafeRune(r) }
+	if !bytes.ContainsFunc(doc, unsafe) {
+		return doc
+	}
+	out := make([]byte, 0, len(doc)+32)
+	for i := 0; i < len(doc); {
+		r, size := utf8.DecodeRune(doc[i:])
+		switch {
+		case !unsafe(r):
+			out = append(out, doc[i:i+size]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // safeText makes s, which came from a check (an error message) or from an
