@@ -159,16 +159,30 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		// The attempt names jobs the claim skipped: held by another
 		// transaction (another server firing or sweeping the slot), or no
 		// longer due. A crash of this group must not count against them,
-		// so before a check starts, the attempt is replaced by one naming
-		// the jobs claimed. Uncommon: when servers overlap on a slot, or
-		// a job was resolved, cancelled, rescheduled or locked by an
-		// application's transaction between the listing and the claim.
-		ctx, cancel := finishCtx(hard)
-		_ = tx.Rollback(ctx)
-		cancel()
-		rerun = true
-		c.endAttempt(hard, attempt, true)
-		return c.runTx(work, hard, slot, g, idsOf(jobs), optimistic, held, 0, claimed)
+		// so before a check starts, the attempt is narrowed to the jobs
+		// claimed, beside the open transaction where the store can, and
+		// otherwise (or if that fails) replaced by one naming them, the
+		// transaction rolled back and the jobs claimed again. Uncommon:
+		// when servers overlap on a slot, or a job was resolved,
+		// cancelled, rescheduled or locked by an application's
+		// transaction between the listing and the claim.
+		ids = idsOf(jobs)
+		narrowed := false
+		if c.drv.Features().NarrowAttempts {
+			if err := c.drv.AttemptNarrow(hard, attempt, ids); err != nil {
+				c.log.Debug("could not narrow an attempt; claiming again", "attempt", attempt, "error", err)
+			} else {
+				narrowed = true
+			}
+		}
+		if !narrowed {
+			ctx, cancel := finishCtx(hard)
+			_ = tx.Rollback(ctx)
+			cancel()
+			rerun = true
+			c.endAttempt(hard, attempt, true)
+			return c.runTx(work, hard, slot, g, ids, optimistic, held, 0, claimed)
+		}
 	}
 	units, done := c.units(g.batch, jobs), claimedOf(held, jobs)
 	run := &runner{}

@@ -19,7 +19,8 @@ import (
 // decisions. An attempt that outlives its transaction says its checks
 // started and never finished. It names only jobs its transaction claimed: a
 // claim that skipped some (held by another server's transaction, or no
-// longer due) replaces the attempt before any check starts, so a crash
+// longer due) narrows or replaces the attempt before any check starts (see
+// runTx), so a crash
 // never counts against a job that was running elsewhere. The attempts are
 // counted when a slot starts, and again before a job runs alone or ends
 // failed.

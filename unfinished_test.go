@@ -201,8 +201,9 @@ func TestSuspectsRunSideBySide(t *testing.T) {
 // An attempt names the jobs its transaction claimed, not those it was given:
 // a job another transaction holds (another server firing or sweeping the
 // same slot) is skipped by the claim, and a crash of this group must not
-// count against it. (PostgreSQL only: SQLite has one writer, so no claim
-// skips a job another transaction holds.)
+// count against it. The attempt is narrowed to the jobs claimed while the
+// transaction stays open. (PostgreSQL only: SQLite has one writer, so no
+// claim skips a job another transaction holds.)
 func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
@@ -228,6 +229,8 @@ func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
 		}
 		return time.Time{}, writeAlert(ctx, j)
 	}
+	counter := &countingDriver{Driver: h.store.Driver()}
+	h.store = wrappedStore{h.store, counter}
 	c := h.client(clk, register(t, "c", check, nil), oneGroup)
 	const at = "2026-03-10T10:15:00Z"
 	a, b, cc := schedule(t, c, "a", "c", at), schedule(t, c, "b", "c", at), schedule(t, c, "c", "c", at)
@@ -250,6 +253,11 @@ func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
 	}
 	if ids := attemptsNaming(t, h); len(ids) != 0 {
 		t.Errorf("attempts left after the slot: jobs %v, want none", ids)
+	}
+	// The attempt was narrowed beside the open transaction, which went on:
+	// one transaction and one claim, not a rollback and a second claim.
+	if b, cl := counter.begins.Load(), counter.claims.Load(); b != 1 || cl != 1 {
+		t.Errorf("the group began %d transaction(s) and claimed %d time(s), want 1 and 1", b, cl)
 	}
 }
 

@@ -96,6 +96,12 @@ type Driver interface {
 	// AttemptEnd deletes an attempt whose transaction the engine rolled back
 	// on purpose (shutdown); a missing one is not an error.
 	AttemptEnd(ctx context.Context, id int64) error
+	// AttemptNarrow makes attempt id name only ids, in a transaction of its
+	// own that has committed when it returns: the engine narrows the attempt
+	// of a processing transaction whose claim skipped some of its jobs, with
+	// that transaction still open, before any check runs. Called only by
+	// stores whose Features say NarrowAttempts.
+	AttemptNarrow(ctx context.Context, id int64, ids []int64) error
 	// AttemptsLeft returns the attempts recorded and not yet ended, oldest
 	// first: those of transactions still running, and those left behind.
 	AttemptsLeft(ctx context.Context) ([]*Attempt, error)
@@ -219,6 +225,11 @@ type Features struct {
 	// subtransactions that wrote overflows the cache and slows every
 	// snapshot on the server until it ends.
 	MaxGroupSize int
+	// NarrowAttempts reports that AttemptNarrow can commit while a
+	// processing transaction is open (not on SQLite, whose one writer that
+	// transaction holds): a claim that comes up short then narrows its
+	// attempt and goes on, instead of rolling back and claiming again.
+	NarrowAttempts bool
 }
 
 // Tx is a processing transaction: the engine claims due jobs in it, runs

@@ -29,6 +29,16 @@ func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 	return nil
 }
 
+// AttemptNarrow makes the attempt name only ids. Its commit waits for the
+// disk (unlike AttemptStart's), so that a crash of PostgreSQL cannot keep
+// the attempt naming jobs another server was running.
+func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids); err != nil {
+		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
+	}
+	return nil
+}
+
 // AttemptsLeft lists the attempts not yet ended.
 func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, server, slot, started_at, job_ids FROM prescient_attempts ORDER BY id`)

@@ -243,7 +243,7 @@ func (s *Store) Driver() driver.Driver { return s }
 // backend caches (PGPROC_MAX_CACHED_SUBXIDS): past that, while the
 // transaction lasts, every snapshot on the server must consult pg_subtrans.
 func (s *Store) Features() driver.Features {
-	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize}
+	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize, NarrowAttempts: true}
 }
 
 // MaxGroupSize is the largest group of checks one processing transaction

@@ -38,6 +38,24 @@ func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 	return nil
 }
 
+// AttemptNarrow makes the attempt name only ids. The engine does not call
+// it (see Features): it waits for the store's one writer, which a processing
+// transaction holds.
+func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error {
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("narrow attempt %d: %w", id, err)
+	}
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, string(b))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
+	}
+	return nil
+}
+
 // AttemptsLeft lists the attempts not yet ended.
 func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, server, slot, started_at, job_ids FROM prescient_attempts ORDER BY id`)

@@ -52,6 +52,22 @@ func testAttempts(t *testing.T, h *Harness) {
 	d.val("JobIDs", left[0].JobIDs, []int64{a.ID, b.ID, c.ID})
 	d.check(t, "attempt")
 
+	// AttemptNarrow leaves an attempt naming the jobs given, and the others
+	// as they were; done here with no processing transaction open (the
+	// engine calls it beside one where Features say NarrowAttempts).
+	narrowed := startAttempt(t, h, "srv-1", slot(1), a.ID, b.ID, c.ID)
+	if err := h.Store.AttemptNarrow(t.Context(), narrowed, []int64{a.ID, c.ID}); err != nil {
+		t.Fatalf("narrow attempt: %v", err)
+	}
+	left = attemptsLeft(t, h)
+	if len(left) != 3 || left[2].ID != narrowed || !slices.Equal(left[2].JobIDs, []int64{a.ID, c.ID}) ||
+		!slices.Equal(left[0].JobIDs, []int64{a.ID, b.ID, c.ID}) {
+		t.Fatalf("after narrowing attempt %d to a and c: %+v", narrowed, left)
+	}
+	if err := h.Store.AttemptEnd(t.Context(), narrowed); err != nil {
+		t.Fatal(err)
+	}
+
 	// A transaction rolled back ends nothing. (An attempt is recorded
 	// before the transaction begins: on SQLite it needs the write lock.)
 	third := startAttempt(t, h, "srv-1", slot(1), b.ID)
