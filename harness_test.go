@@ -67,9 +67,15 @@ type storeKind struct {
 
 func openPostgres(t testing.TB) *harness {
 	t.Helper()
+	return openPostgresConns(t, 20)
+}
+
+// openPostgresConns is openPostgres with a pool of maxConns connections.
+func openPostgresConns(t testing.TB, maxConns int32) *harness {
+	t.Helper()
 	ctx := context.Background()
 	url, schema := pgtest.Schema(t)
-	s, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema, MaxConns: 20})
+	s, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema, MaxConns: maxConns})
 	if err != nil {
 		t.Fatalf("open postgres store: %v", err)
 	}

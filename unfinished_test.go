@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
@@ -258,6 +260,57 @@ func TestAttemptNamesOnlyClaimedJobs(t *testing.T) {
 	// one transaction and one claim, not a rollback and a second claim.
 	if b, cl := counter.begins.Load(), counter.claims.Load(); b != 1 || cl != 1 {
 		t.Errorf("the group began %d transaction(s) and claimed %d time(s), want 1 and 1", b, cl)
+	}
+}
+
+// A group that cannot narrow its attempt beside its open transaction (its
+// connection is the pool's last: groups that all waited for another would
+// wait for ever) rolls back and claims again, as on SQLite.
+func TestAttemptNarrowedWithThePoolExhausted(t *testing.T) {
+	t.Parallel()
+	h := openPostgresConns(t, 1)
+	st := h.store.(*postgres.Store)
+	counter := &countingDriver{Driver: h.store.Driver()}
+	h.store = wrappedStore{h.store, counter}
+	clk := newClock("2026-03-10T10:00:00Z")
+	c := h.client(clk, register(t, "c", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		return time.Time{}, writeAlert(ctx, j)
+	}, nil), func(c *prescient.Config) { c.Workers = 1 })
+	const at = "2026-03-10T10:15:00Z"
+	schedule(t, c, "a", "c", at)
+	b := schedule(t, c, "b", "c", at)
+	schedule(t, c, "c", "c", at)
+
+	ctx := context.Background()
+	var schema string
+	if err := st.Pool().QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, st.Pool().Config().ConnConfig.ConnString()) // another server, holding b
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "prescient_jobs"}.Sanitize()+" WHERE id = $1 FOR UPDATE", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(at)
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	rec, err := c.FireSlot(fctx, ts(at))
+	if err != nil || rec.Outcomes[history.Done] != 2 {
+		t.Fatalf("slot: %+v, %v; want a and c done, b skipped", rec, err)
+	}
+	if b, cl := counter.begins.Load(), counter.claims.Load(); b != 2 || cl != 2 {
+		t.Errorf("the group began %d transaction(s) and claimed %d time(s), want 2 and 2 (rolled back, claimed again)", b, cl)
+	}
+	if ids := attemptsNaming(t, h); len(ids) != 0 {
+		t.Errorf("attempts left after the slot: jobs %v, want none", ids)
 	}
 }
 

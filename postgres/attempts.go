@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,13 +33,29 @@ func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 
 // AttemptNarrow makes the attempt name only ids. Its commit waits for the
 // disk (unlike AttemptStart's), so that a crash of PostgreSQL cannot keep
-// the attempt naming jobs another server was running.
+// the attempt naming jobs another server was running. It gives up after
+// narrowWait, and at once when the pool has no connection to spare.
 func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error {
+	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
+		return fmt.Errorf("narrow attempt %d: %w", id, errPoolBusy)
+	}
+	ctx, cancel := context.WithTimeout(ctx, narrowWait)
+	defer cancel()
 	if _, err := s.pool.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids); err != nil {
 		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
 	}
 	return nil
 }
+
+// narrowWait bounds AttemptNarrow. Its caller holds a connection of the
+// pool for the transaction it narrows the attempt of: groups that all did so
+// at once with the pool exhausted would wait for each other for ever. They
+// roll back instead (the engine's way when a store cannot narrow), which
+// gives their connections back.
+const narrowWait = 250 * time.Millisecond
+
+// errPoolBusy: no connection to spare.
+var errPoolBusy = errors.New("no connection of the pool to spare")
 
 // AttemptsLeft lists the attempts not yet ended.
 func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
