@@ -106,7 +106,9 @@ type Config struct {
 	// transaction on one connection of the store: up to GroupSize jobs of
 	// single-job checks, run one after the other, or one call of a batch
 	// check. So up to Workers checks (or batch calls) run at once, and a
-	// PostgreSQL store's pool needs at least Workers connections for them.
+	// PostgreSQL store's pool needs at least Workers connections for them;
+	// one more lets a group whose claim skipped jobs held elsewhere narrow
+	// its attempt beside its transaction instead of rolling back.
 	// Default WorkersDefault.
 	Workers int
 	// BatchSize is how many due jobs a batch check is handed at a time,

@@ -20,10 +20,9 @@ import (
 // started and never finished. It names only jobs its transaction claimed: a
 // claim that skipped some (held by another server's transaction, or no
 // longer due) narrows or replaces the attempt before any check starts (see
-// runTx), so a crash
-// never counts against a job that was running elsewhere. The attempts are
-// counted when a slot starts, and again before a job runs alone or ends
-// failed.
+// runTx), so a crash never counts against a job that was running elsewhere.
+// The attempts are counted when a slot starts, and again before a job runs
+// alone or ends failed.
 //
 // A job named by such attempts is a suspect: it shared a group with the
 // culprit, or is the culprit. A suspect runs in a transaction of its own,

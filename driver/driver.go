@@ -99,8 +99,9 @@ type Driver interface {
 	// AttemptNarrow makes attempt id name only ids, in a transaction of its
 	// own that has committed when it returns: the engine narrows the attempt
 	// of a processing transaction whose claim skipped some of its jobs, with
-	// that transaction still open, before any check runs. Called only by
-	// stores whose Features say NarrowAttempts.
+	// that transaction still open, before any check runs. The engine calls
+	// it only on stores whose Features say NarrowAttempts, and rolls back
+	// and claims again when it fails.
 	AttemptNarrow(ctx context.Context, id int64, ids []int64) error
 	// AttemptsLeft returns the attempts recorded and not yet ended, oldest
 	// first: those of transactions still running, and those left behind.

@@ -31,27 +31,37 @@ func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 	return nil
 }
 
-// AttemptNarrow makes the attempt name only ids. Its commit waits for the
-// disk (unlike AttemptStart's), so that a crash of PostgreSQL cannot keep
-// the attempt naming jobs another server was running. It gives up after
-// narrowWait, and at once when the pool has no connection to spare.
+// AttemptNarrow makes the attempt name only ids. Its commit is synchronous
+// unless the connection's settings say otherwise (unlike AttemptStart's), so
+// that a crash of PostgreSQL does not keep the attempt naming jobs another
+// server was running. It fails at once when the pool has no connection to
+// spare, and after narrowWait without one; and when the attempt is gone.
 func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error {
 	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
 		return fmt.Errorf("narrow attempt %d: %w", id, errPoolBusy)
 	}
-	ctx, cancel := context.WithTimeout(ctx, narrowWait)
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids); err != nil {
+	actx, cancel := context.WithTimeout(ctx, narrowWait)
+	conn, err := s.pool.Acquire(actx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("narrow attempt %d: %w (%w)", id, errPoolBusy, interpretError(err))
+	}
+	defer conn.Release()
+	tag, err := conn.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids)
+	if err != nil {
 		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("narrow attempt %d: no such attempt", id)
 	}
 	return nil
 }
 
-// narrowWait bounds AttemptNarrow. Its caller holds a connection of the
-// pool for the transaction it narrows the attempt of: groups that all did so
-// at once with the pool exhausted would wait for each other for ever. They
-// roll back instead (the engine's way when a store cannot narrow), which
-// gives their connections back.
+// narrowWait bounds how long AttemptNarrow waits for a connection. Its
+// caller holds one of the pool's for the transaction it narrows the attempt
+// of: groups that all did so at once with the pool exhausted would wait for
+// each other for ever. They roll back instead (the engine's way when a store
+// cannot narrow), which gives their connections back.
 const narrowWait = 250 * time.Millisecond
 
 // errPoolBusy: no connection to spare.

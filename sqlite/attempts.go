@@ -46,12 +46,20 @@ func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error 
 	if err != nil {
 		return fmt.Errorf("narrow attempt %d: %w", id, err)
 	}
+	var n int64
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, string(b))
+		res, err := tx.ExecContext(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, string(b))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
+	}
+	if n != 1 {
+		return fmt.Errorf("narrow attempt %d: no such attempt", id)
 	}
 	return nil
 }

@@ -61,11 +61,14 @@ func testAttempts(t *testing.T, h *Harness) {
 	}
 	left = attemptsLeft(t, h)
 	if len(left) != 3 || left[2].ID != narrowed || !slices.Equal(left[2].JobIDs, []int64{a.ID, c.ID}) ||
-		!slices.Equal(left[0].JobIDs, []int64{a.ID, b.ID, c.ID}) {
+		!slices.Equal(left[0].JobIDs, []int64{a.ID, b.ID, c.ID}) || !slices.Equal(left[1].JobIDs, []int64{b.ID}) {
 		t.Fatalf("after narrowing attempt %d to a and c: %+v", narrowed, left)
 	}
 	if err := h.Store.AttemptEnd(t.Context(), narrowed); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.Store.AttemptNarrow(t.Context(), narrowed, []int64{a.ID}); err == nil {
+		t.Errorf("narrowing attempt %d, ended: no error", narrowed)
 	}
 
 	// A transaction rolled back ends nothing. (An attempt is recorded
