@@ -28,6 +28,43 @@ func heldCheck(rec *calls, started chan<- struct{}, release <-chan struct{}) che
 	}
 }
 
+// heldSlot builds a server at 10:00 whose check holds order "1" (see
+// heldCheck), one group of one job at a time, with orders 1, 2 and 3 due at
+// 10:15.
+func heldSlot(t *testing.T, h *harness) (clk *clock, rec *calls, started, release chan struct{}, srv *prescient.Client) {
+	t.Helper()
+	clk, rec = newClock("2026-03-10T10:00:00Z"), &calls{}
+	started, release = make(chan struct{}), make(chan struct{})
+	srv = h.client(clk, register(t, "unshipped", heldCheck(rec, started, release), nil), oneAtATime)
+	for _, k := range []string{"1", "2", "3"} {
+		schedule(t, srv, k, "unshipped", "2026-03-10T10:15:00Z")
+	}
+	return clk, rec, started, release, srv
+}
+
+// fired is what a FireSlot call returned.
+type fired struct {
+	rec *prescient.SlotRecord
+	err error
+}
+
+// fireHeld fires slot in the background and returns once its held check has
+// started; the channel gets what FireSlot returns.
+func fireHeld(t *testing.T, c *prescient.Client, slot string, started <-chan struct{}) <-chan fired {
+	t.Helper()
+	done := make(chan fired, 1)
+	go func() {
+		r, err := c.FireSlot(context.Background(), ts(slot))
+		done <- fired{r, err}
+	}()
+	select {
+	case <-started:
+	case f := <-done:
+		t.Fatalf("firing ended before its held check started: %+v, %v", f.rec, f.err)
+	}
+	return done
+}
+
 // oneAtATime runs one group of one job at a time, so that a second firing
 // of a slot that a held check occupies could only wait.
 func oneAtATime(c *prescient.Config) { c.Workers, c.GroupSize = 1, 1 }
@@ -36,28 +73,9 @@ func oneAtATime(c *prescient.Config) { c.Workers, c.GroupSize = 1, 1 }
 // leaves it to that firing: it neither waits for it nor takes its jobs.
 func TestSweepLeavesASlotBeingFired(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		rec := &calls{}
-		started, release := make(chan struct{}), make(chan struct{})
-		srv := h.client(clk, register(t, "unshipped", heldCheck(rec, started, release), nil), oneAtATime)
-		for _, k := range []string{"1", "2", "3"} {
-			schedule(t, srv, k, "unshipped", "2026-03-10T10:15:00Z")
-		}
-		type fired struct {
-			rec *prescient.SlotRecord
-			err error
-		}
-		done := make(chan fired, 1)
+		clk, rec, started, release, srv := heldSlot(t, h)
 		clk.Set("2026-03-10T10:15:00Z")
-		go func() {
-			r, err := srv.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
-			done <- fired{r, err}
-		}()
-		select {
-		case <-started:
-		case f := <-done:
-			t.Fatalf("firing ended before its held check started: %+v, %v", f.rec, f.err)
-		}
+		done := fireHeld(t, srv, "2026-03-10T10:15:00Z", started)
 		clk.Set("2026-03-10T10:31:00Z") // 10:15 is overdue now, and still running
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -184,30 +202,11 @@ func TestTickLeavesASlotASweepIsFiring(t *testing.T) {
 func TestReslotSweepLeavesASlotBeingFired(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
-	clk := newClock("2026-03-10T10:00:00Z")
-	rec := &calls{}
-	started, release := make(chan struct{}), make(chan struct{})
-	srv := h.client(clk, register(t, "unshipped", heldCheck(rec, started, release), nil), oneAtATime)
-	for _, k := range []string{"1", "2", "3"} {
-		schedule(t, srv, k, "unshipped", "2026-03-10T10:15:00Z")
-	}
+	clk, _, started, release, srv := heldSlot(t, h)
 	schedule(t, srv, "4", "unshipped", "2026-03-10T10:00:01Z") // 10:15 too
 	schedule(t, srv, "5", "unshipped", "2026-03-10T10:29:00Z") // 10:30, missed
 	clk.Set("2026-03-10T10:15:00Z")
-	type fired struct {
-		rec *prescient.SlotRecord
-		err error
-	}
-	done := make(chan fired, 1)
-	go func() {
-		r, err := srv.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
-		done <- fired{r, err}
-	}()
-	select {
-	case <-started:
-	case f := <-done:
-		t.Fatalf("firing ended before its held check started: %+v, %v", f.rec, f.err)
-	}
+	done := fireHeld(t, srv, "2026-03-10T10:15:00Z", started)
 	clk.Set("2026-03-10T10:46:00Z") // 10:15 and 10:30 are overdue; 10:15 still running
 
 	res, err := srv.Sweep(context.Background(), prescient.SweepReslot)
