@@ -167,15 +167,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		// cancelled, rescheduled or locked by an application's
 		// transaction between the listing and the claim.
 		ids = idsOf(jobs)
-		narrowed := false
-		if c.drv.Features().NarrowAttempts {
-			if err := c.drv.AttemptNarrow(hard, attempt, ids); err != nil {
-				c.log.Debug("could not narrow an attempt; claiming again", "attempt", attempt, "error", err)
-			} else {
-				narrowed = true
-			}
-		}
-		if !narrowed {
+		if !c.narrowAttempt(hard, attempt, ids) {
 			ctx, cancel := finishCtx(hard)
 			_ = tx.Rollback(ctx)
 			cancel()
@@ -246,6 +238,19 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		return t, nil, err
 	}
 	return tallyOf(ds), rest, nil
+}
+
+// narrowAttempt makes attempt name only ids, beside the transaction that
+// claimed them, where the store can; it reports whether it did.
+func (c *Client) narrowAttempt(ctx context.Context, attempt int64, ids []int64) bool {
+	if !c.drv.Features().NarrowAttempts {
+		return false
+	}
+	if err := c.drv.AttemptNarrow(ctx, attempt, ids); err != nil {
+		c.log.Debug("could not narrow an attempt; claiming again", "attempt", attempt, "error", err)
+		return false
+	}
+	return true
 }
 
 // abandonTx ends the condemned jobs ids of g still due in slot as failed,
