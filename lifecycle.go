@@ -30,6 +30,13 @@ func (c *Client) Start(ctx context.Context) error {
 		c.storeError(StoreOpStart, err)
 		return startError{err} // the driver says "save grid"
 	}
+	if n := c.drv.Features().Conns; n > 0 && n <= c.cfg.Workers {
+		// Each running group holds a connection for its transaction.
+		c.log.Warn("the store's connection pool is no larger than workers: fewer groups of checks run at once than workers says, "+
+			"and a group whose claim skips jobs rolls back instead of narrowing its attempt; give the pool more: postgres.Open sizes it "+
+			"at workers + postgres.PoolSpare unless postgres.Opts.MaxConns, pool_max_conns in the URL or database.max_conns says otherwise",
+			"pool", n, "workers", c.cfg.Workers)
+	}
 	if err := c.SyncCatalog(ctx); err != nil {
 		c.storeError(StoreOpStart, err)
 		return startError{err}

@@ -1,7 +1,11 @@
 package prescient_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +57,35 @@ func TestSlotsPassingDuringTheStartUpSweep(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// Start warns when the store's pool is no larger than Workers: each running
+// group holds a connection for its transaction, so fewer groups would run at
+// once than configured, and none could narrow its attempt beside it.
+func TestStartWarnsOfAPoolTooSmallForTheWorkers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		conns int32
+		warn  bool
+	}{{2, true}, {10, true}, {11, false}} {
+		h := openPostgresConns(t, tc.conns)
+		var logs bytes.Buffer
+		c := h.client(newClock("2026-03-10T10:05:00Z"), &checks.Registry{}, func(c *prescient.Config) {
+			c.Workers = 10
+			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		})
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Contains(logs.String(), "level=WARN msg=\"the store's connection pool is no larger than workers")
+		if warned != tc.warn {
+			t.Errorf("pool of %d, 10 workers: warned = %v, want %v; log:\n%s", tc.conns, warned, tc.warn, logs.String())
+		}
+		if tc.warn && !strings.Contains(logs.String(), fmt.Sprintf("pool=%d workers=10", tc.conns)) {
+			t.Errorf("pool of %d: the warning does not give the pool and workers:\n%s", tc.conns, logs.String())
+		}
+	}
 }

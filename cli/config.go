@@ -154,7 +154,9 @@ type DatabaseConfig struct {
 	// Schema is the PostgreSQL schema holding prescient's tables. Empty means
 	// the first schema of the connection's search_path (usually public).
 	Schema string `yaml:"schema"`
-	// MaxConns caps the connection pool. 0 means the driver's default.
+	// MaxConns caps the connection pool. 0 takes pool_max_conns from the
+	// URL if it sets one, and otherwise workers + postgres.PoolSpare (at
+	// least the driver's default).
 	MaxConns int32 `yaml:"max_conns"`
 	// BusyTimeout is how long an SQLite write waits for the database's write
 	// lock, which a group of checks holds while it runs, before it fails with

@@ -129,7 +129,7 @@ func openStore(ctx context.Context, cfg *Config, readOnly bool) (prescient.Store
 		}
 		return st, nil
 	}
-	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns})
+	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns, Workers: cfg.Workers})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.source("database.url"), err)
 	}

@@ -228,7 +228,7 @@ func openScratchDB(ctx context.Context, dbURL, cmd string) (*demoDB, error) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	schema := "prescient_" + cmd + "_" + hex.EncodeToString(rnd[:])
-	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema, MaxConns: 8})
+	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema})
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot reach PostgreSQL at %s: %w (unset %s and database.url to run the %s on SQLite)",
 			cmd, redact(dbURL), err, EnvDatabaseURL, cmd)

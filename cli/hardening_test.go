@@ -16,6 +16,7 @@ import (
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/example/orders"
 	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/sqlite"
 )
 
@@ -436,6 +437,35 @@ func TestEnvironmentOverridesNamedInErrors(t *testing.T) {
 		}
 		if !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), config) {
 			t.Errorf("%s: error %q; want it to begin %q and not name the file", tc.name, err, tc.want)
+		}
+	}
+}
+
+// The CLI's PostgreSQL pool is sized for its workers unless
+// database.max_conns or the URL's pool_max_conns says otherwise.
+func TestStorePoolSizedForTheWorkers(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.SchemaName(t)
+	for _, tc := range []struct {
+		yaml string
+		want int32
+	}{
+		{"workers: 30\n", 34},
+		{"workers: 30\ndatabase:\n  max_conns: 6\n", 6},
+	} {
+		cfg, err := ParseConfig("prescient.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Database.URL, cfg.Database.Schema = url, schema
+		st, err := openStore(context.Background(), cfg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := st.(*postgres.Store).Pool().Config().MaxConns
+		st.Close()
+		if got != tc.want {
+			t.Errorf("%q: pool of %d connections, want %d", tc.yaml, got, tc.want)
 		}
 	}
 }

@@ -231,6 +231,11 @@ type Features struct {
 	// transaction holds): a claim that comes up short then narrows its
 	// attempt and goes on, instead of rolling back and claiming again.
 	NarrowAttempts bool
+	// Conns is how many connections the store holds at most (its pool's
+	// cap), 0 when it has no such cap. Each running group of checks holds
+	// one for its transaction: with fewer than Workers + 1, fewer groups run
+	// at once than configured, and the client warns when it starts.
+	Conns int
 }
 
 // Tx is a processing transaction: the engine claims due jobs in it, runs

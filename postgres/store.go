@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -30,10 +32,26 @@ type Opts struct {
 	// transaction (ScheduleTx and the other …Tx methods) name prescient's
 	// tables with the schema, whatever that connection's search_path.
 	Schema string
-	// MaxConns caps the pool Open creates; 0 keeps pgxpool's default (the
-	// larger of 4 and the number of CPUs) or the pool_max_conns of the URL.
+	// MaxConns caps the pool Open creates. 0 takes the pool_max_conns of
+	// the URL if it sets one, and otherwise sizes the pool for Workers:
+	// Workers + PoolSpare connections, or pgxpool's default (the larger of
+	// 4 and the number of CPUs) if that is more.
 	MaxConns int32
+	// Workers is the Workers of the clients that will run checks through
+	// the store (prescient.Config.Workers); 0 means prescient.WorkersDefault.
+	// Each running group of checks holds a connection for its transaction,
+	// so a pool smaller than Workers runs fewer groups at once than asked
+	// (and the client warns when it starts). Only Open reads it, and only
+	// when MaxConns is 0.
+	Workers int
 }
+
+// PoolSpare is how many connections beyond Workers Open gives a pool it
+// sizes: one lets a group whose claim skipped jobs narrow its attempt beside
+// its open transaction (Driver.AttemptNarrow), the others serve the server's
+// own statements (the tick's due list, a sweep, the heartbeat, status and
+// metrics) without waiting for a group to end.
+const PoolSpare = 4
 
 // Store is prescient's PostgreSQL store. It is safe for concurrent use.
 type Store struct {
@@ -91,8 +109,15 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 			return err
 		}
 	}
-	if o.MaxConns > 0 {
+	switch {
+	case o.MaxConns > 0:
 		cfg.MaxConns = o.MaxConns
+	case !setsPoolSize(url):
+		workers := o.Workers
+		if workers <= 0 {
+			workers = prescient.WorkersDefault
+		}
+		cfg.MaxConns = max(cfg.MaxConns, int32(min(workers+PoolSpare, math.MaxInt32)))
 	}
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
@@ -121,6 +146,18 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	s := New(pool, &o)
 	s.ownsPool = true
 	return s, nil
+}
+
+// setsPoolSize reports whether the connection string sets pool_max_conns,
+// which pgxpool reads and pgconn, not knowing it, keeps as a run-time
+// parameter.
+func setsPoolSize(url string) bool {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return false // pgxpool.ParseConfig, which succeeded, read it
+	}
+	_, set := cfg.RuntimeParams["pool_max_conns"]
+	return set
 }
 
 // ErrEncoding is the error Open and Migrate return when the database or the
@@ -242,8 +279,9 @@ func (s *Store) Driver() driver.Driver { return s }
 // processing transaction at 64 checks, the subtransactions a PostgreSQL
 // backend caches (PGPROC_MAX_CACHED_SUBXIDS): past that, while the
 // transaction lasts, every snapshot on the server must consult pg_subtrans.
+// Conns is the pool's cap.
 func (s *Store) Features() driver.Features {
-	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize, NarrowAttempts: true}
+	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize, NarrowAttempts: true, Conns: int(s.pool.Config().MaxConns)}
 }
 
 // MaxGroupSize is the largest group of checks one processing transaction
