@@ -155,8 +155,8 @@ type DatabaseConfig struct {
 	// the first schema of the connection's search_path (usually public).
 	Schema string `yaml:"schema"`
 	// MaxConns caps the connection pool. 0 takes pool_max_conns from the
-	// URL if it sets one, and otherwise workers + postgres.PoolSpare (at
-	// least the driver's default).
+	// URL if it sets one, and otherwise workers + postgres.PoolSpare, at
+	// most postgres.PoolAutoMax (at least the driver's default).
 	MaxConns int32 `yaml:"max_conns"`
 	// BusyTimeout is how long an SQLite write waits for the database's write
 	// lock, which a group of checks holds while it runs, before it fails with

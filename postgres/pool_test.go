@@ -25,6 +25,7 @@ func TestOpenSizesThePoolForTheWorkers(t *testing.T) {
 	}{
 		{"default workers", url, postgres.Opts{}, max(pgxDefault, prescient.WorkersDefault+postgres.PoolSpare)},
 		{"workers", url, postgres.Opts{Workers: 40}, max(pgxDefault, 40+postgres.PoolSpare)},
+		{"many workers", url, postgres.Opts{Workers: 200}, max(pgxDefault, postgres.PoolAutoMax)},
 		{"max_conns wins", url, postgres.Opts{MaxConns: 3, Workers: 40}, 3},
 		{"the url's pool_max_conns wins", pgtest.WithParam(url, "pool_max_conns=5"), postgres.Opts{Workers: 40}, 5},
 		{"max_conns wins over the url", pgtest.WithParam(url, "pool_max_conns=5"), postgres.Opts{MaxConns: 7}, 7},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -34,8 +33,8 @@ type Opts struct {
 	Schema string
 	// MaxConns caps the pool Open creates. 0 takes the pool_max_conns of
 	// the URL if it sets one, and otherwise sizes the pool for Workers:
-	// Workers + PoolSpare connections, or pgxpool's default (the larger of
-	// 4 and the number of CPUs) if that is more.
+	// Workers + PoolSpare connections up to PoolAutoMax, or pgxpool's
+	// default (the larger of 4 and the number of CPUs) if that is more.
 	MaxConns int32
 	// Workers is the Workers of the clients that will run checks through
 	// the store (prescient.Config.Workers); 0 means prescient.WorkersDefault.
@@ -52,6 +51,12 @@ type Opts struct {
 // own statements (the tick's due list, a sweep, the heartbeat, status and
 // metrics) without waiting for a group to end.
 const PoolSpare = 4
+
+// PoolAutoMax caps the pool Open sizes for Workers: PostgreSQL refuses
+// connections past its max_connections (100 by default), which every server
+// and application shares, so a pool larger than this is the caller's
+// decision (Opts.MaxConns).
+const PoolAutoMax = 50
 
 // Store is prescient's PostgreSQL store. It is safe for concurrent use.
 type Store struct {
@@ -117,7 +122,7 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 		if workers <= 0 {
 			workers = prescient.WorkersDefault
 		}
-		cfg.MaxConns = max(cfg.MaxConns, int32(min(workers+PoolSpare, math.MaxInt32)))
+		cfg.MaxConns = max(cfg.MaxConns, int32(min(workers, PoolAutoMax-PoolSpare)+PoolSpare))
 	}
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
