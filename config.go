@@ -109,9 +109,9 @@ type Config struct {
 	// PostgreSQL store's pool needs at least Workers connections for them;
 	// one more lets a group whose claim skipped jobs held elsewhere narrow
 	// its attempt beside its transaction instead of rolling back.
-	// postgres.Open sizes its pool so unless told otherwise
-	// (postgres.Opts.Workers), and Start warns when the store's pool is no
-	// larger than Workers. Default WorkersDefault.
+	// postgres.Open sizes its pool so (postgres.Opts.Workers), up to 50
+	// connections, unless told otherwise, and Start warns when the store's
+	// pool is no larger than Workers. Default WorkersDefault.
 	Workers int
 	// BatchSize is how many due jobs a batch check is handed at a time,
 	// unless the check sets its own (checks.Opts.BatchSize). Default

@@ -32,9 +32,10 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if n := c.drv.Features().Conns; n > 0 && n <= c.cfg.Workers {
 		// Each running group holds a connection for its transaction.
-		c.log.Warn("the store's connection pool is no larger than workers: fewer groups of checks run at once than workers says, "+
-			"and a group whose claim skips jobs rolls back instead of narrowing its attempt; give the pool more: postgres.Open sizes it "+
-			"at workers + postgres.PoolSpare unless postgres.Opts.MaxConns, pool_max_conns in the URL or database.max_conns says otherwise",
+		c.log.Warn("the store's connection pool is no larger than workers: fewer groups of checks may run at once than workers says, "+
+			"and a group whose claim skips jobs rolls back instead of narrowing its attempt; give the pool workers + 4 connections "+
+			"(database.max_conns, postgres.Opts.MaxConns, pool_max_conns in the URL, or the MaxConns of a pool handed to postgres.New; "+
+			"postgres.Open sizes it so by itself only up to postgres.PoolAutoMax, 50)",
 			"pool", n, "workers", c.cfg.Workers)
 	}
 	if err := c.SyncCatalog(ctx); err != nil {

@@ -153,7 +153,7 @@ on one machine. For the per-operation Go benchmarks, see bench_test.go
 	cmd.Flags().IntVar(&o.jobs, "jobs", benchJobsDefault, "schedule and fire `N` jobs")
 	cmd.Flags().IntVar(&o.slots, "slots", benchSlotsDefault, "spread the jobs evenly over `N` slots (at most --jobs; by default no more slots than jobs)")
 	cmd.Flags().IntVar(&o.scheduleBatch, "schedule-batch", benchScheduleBatchDefault, "schedule `N` jobs per ScheduleMany call")
-	cmd.Flags().IntVar(&o.workers, "workers", prescient.WorkersDefault, "run at most `N` checks at once (the engine's workers)")
+	cmd.Flags().IntVar(&o.workers, "workers", prescient.WorkersDefault, "run at most `N` checks at once (the engine's workers; the PostgreSQL pool gets N + 4 connections, at most 50)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")
 	return cmd
 }
@@ -264,7 +264,7 @@ func (m *meter) stop(jobs int) benchPhase {
 // which it removes at the end.
 // prog, which may be nil, says which phase runs.
 func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger, prog *progress) (res *benchResult, err error) {
-	db, err := openScratchDB(ctx, dbURL, "bench")
+	db, err := openScratchDB(ctx, dbURL, "bench", o.workers)
 	if err != nil {
 		return nil, err
 	}

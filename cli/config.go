@@ -1209,7 +1209,7 @@ func (c *Config) Validate() error {
 	c.validateSinks(bad)
 	errs = append(errs, c.checksErrors()...)
 	if c.Database.MaxConns < 0 {
-		bad("database.max_conns", fmt.Errorf("%d must be 0 (the driver's default) or positive", c.Database.MaxConns))
+		bad("database.max_conns", fmt.Errorf("%d must be 0 (sized for the workers) or positive", c.Database.MaxConns))
 	}
 	if s := c.Database.Schema; s != "" && !schemaRE(s) {
 		bad("database.schema", fmt.Errorf("%q is not a plain identifier (want lower-case letters, digits and '_', starting with a letter or '_')", s))

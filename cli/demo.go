@@ -181,12 +181,14 @@ func (r sqlRows) Close() { r.Rows.Close() }
 // openDemoDB opens a throwaway database: a schema in PostgreSQL at dbURL, or
 // a fresh SQLite file when dbURL is empty.
 func openDemoDB(ctx context.Context, dbURL string) (*demoDB, error) {
-	return openScratchDB(ctx, dbURL, "demo")
+	return openScratchDB(ctx, dbURL, "demo", prescient.WorkersDefault)
 }
 
 // openScratchDB is openDemoDB for the command named cmd ("demo", "bench"),
-// which names the SQLite file or PostgreSQL schema and prefixes the errors.
-func openScratchDB(ctx context.Context, dbURL, cmd string) (*demoDB, error) {
+// which names the SQLite file or PostgreSQL schema and prefixes the errors,
+// and whose client runs workers groups at once (the PostgreSQL pool is sized
+// for them).
+func openScratchDB(ctx context.Context, dbURL, cmd string, workers int) (*demoDB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if dbURL == "" {
@@ -228,7 +230,7 @@ func openScratchDB(ctx context.Context, dbURL, cmd string) (*demoDB, error) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	schema := "prescient_" + cmd + "_" + hex.EncodeToString(rnd[:])
-	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema})
+	st, err := postgres.Open(openCtx, dbURL, &postgres.Opts{Schema: schema, Workers: workers})
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot reach PostgreSQL at %s: %w (unset %s and database.url to run the %s on SQLite)",
 			cmd, redact(dbURL), err, EnvDatabaseURL, cmd)

@@ -233,8 +233,9 @@ type Features struct {
 	NarrowAttempts bool
 	// Conns is how many connections the store holds at most (its pool's
 	// cap), 0 when it has no such cap. Each running group of checks holds
-	// one for its transaction: with fewer than Workers + 1, fewer groups run
-	// at once than configured, and the client warns when it starts.
+	// one for its transaction: with fewer than Workers, fewer groups run at
+	// once than configured; with Workers, none is left to narrow an attempt
+	// beside a group. The client warns at Start in both cases.
 	Conns int
 }
 

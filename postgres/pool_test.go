@@ -1,8 +1,11 @@
 package postgres_test
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/internal/pgtest"
@@ -17,6 +20,12 @@ func TestOpenSizesThePoolForTheWorkers(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.Schema(t)
 	pgxDefault := int32(max(4, runtime.NumCPU()))
+	cc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same server as a keyword/value string.
+	keywords := fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", cc.Host, cc.Port, cc.User, cc.Database)
 	for _, tc := range []struct {
 		name string
 		url  string
@@ -29,6 +38,8 @@ func TestOpenSizesThePoolForTheWorkers(t *testing.T) {
 		{"max_conns wins", url, postgres.Opts{MaxConns: 3, Workers: 40}, 3},
 		{"the url's pool_max_conns wins", pgtest.WithParam(url, "pool_max_conns=5"), postgres.Opts{Workers: 40}, 5},
 		{"max_conns wins over the url", pgtest.WithParam(url, "pool_max_conns=5"), postgres.Opts{MaxConns: 7}, 7},
+		{"keyword/value string", keywords, postgres.Opts{Workers: 40}, max(pgxDefault, 40+postgres.PoolSpare)},
+		{"its pool_max_conns wins", keywords + " pool_max_conns=6", postgres.Opts{Workers: 40}, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts

@@ -32,15 +32,19 @@ type Opts struct {
 	// tables with the schema, whatever that connection's search_path.
 	Schema string
 	// MaxConns caps the pool Open creates. 0 takes the pool_max_conns of
-	// the URL if it sets one, and otherwise sizes the pool for Workers:
-	// Workers + PoolSpare connections up to PoolAutoMax, or pgxpool's
-	// default (the larger of 4 and the number of CPUs) if that is more.
+	// the connection string (or of the service file it names) if it sets
+	// one, and otherwise sizes the pool for Workers: Workers + PoolSpare
+	// connections up to PoolAutoMax, or pgxpool's default (the larger of 4
+	// and the number of CPUs) if that is more. Set it for Workers of
+	// PoolAutoMax - PoolSpare or more.
 	MaxConns int32
-	// Workers is the Workers of the clients that will run checks through
-	// the store (prescient.Config.Workers); 0 means prescient.WorkersDefault.
-	// Each running group of checks holds a connection for its transaction,
-	// so a pool smaller than Workers runs fewer groups at once than asked
-	// (and the client warns when it starts). Only Open reads it, and only
+	// Workers is the Workers of the client that will run checks through the
+	// store (prescient.Config.Workers; their sum, for several clients on one
+	// store); 0 means prescient.WorkersDefault. Each running group of checks
+	// holds a connection for its transaction: a pool of fewer connections
+	// than Workers runs fewer groups at once than asked, and one of no more
+	// than Workers leaves none to narrow an attempt beside a group (the
+	// client warns at Start in both cases). Only Open reads it, and only
 	// when MaxConns is 0.
 	Workers int
 }
@@ -55,7 +59,8 @@ const PoolSpare = 4
 // PoolAutoMax caps the pool Open sizes for Workers: PostgreSQL refuses
 // connections past its max_connections (100 by default), which every server
 // and application shares, so a pool larger than this is the caller's
-// decision (Opts.MaxConns).
+// decision (Opts.MaxConns). Two servers at the cap already come close to
+// that default: count their pools (and their delivery workers') against it.
 const PoolAutoMax = 50
 
 // Store is prescient's PostgreSQL store. It is safe for concurrent use.
@@ -71,6 +76,9 @@ type Store struct {
 	// copyPaused counts the calls to JobSchedule that upsert rather than
 	// try COPY after one met an existing job (scheduleCopy).
 	copyPaused atomic.Int32
+	// maxConns is the pool's cap, for Features (pool.Config copies the
+	// whole configuration).
+	maxConns int
 }
 
 var _ driver.Driver = (*Store)(nil)
@@ -153,13 +161,13 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	return s, nil
 }
 
-// setsPoolSize reports whether the connection string sets pool_max_conns,
-// which pgxpool reads and pgconn, not knowing it, keeps as a run-time
-// parameter.
+// setsPoolSize reports whether the connection string (or the service file
+// it names) sets pool_max_conns, which pgxpool reads and pgconn, not knowing
+// it, keeps as a run-time parameter; pgxpool has no other way to tell.
 func setsPoolSize(url string) bool {
 	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
-		return false // pgxpool.ParseConfig, which succeeded, read it
+		return true // not expected, pgxpool.ParseConfig read it: keep what it made of it
 	}
 	_, set := cfg.RuntimeParams["pool_max_conns"]
 	return set
@@ -270,7 +278,7 @@ func refusePooler(ctx context.Context, cfg *pgx.ConnConfig, schema string) error
 // whatever it is; Migrate refuses a pool whose encoding is another).
 // opts.MaxConns is ignored. opts may be nil.
 func New(pool *pgxpool.Pool, opts *Opts) *Store {
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns)}
 	if opts != nil {
 		s.schema = opts.Schema
 	}
@@ -286,7 +294,7 @@ func (s *Store) Driver() driver.Driver { return s }
 // transaction lasts, every snapshot on the server must consult pg_subtrans.
 // Conns is the pool's cap.
 func (s *Store) Features() driver.Features {
-	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize, NarrowAttempts: true, Conns: int(s.pool.Config().MaxConns)}
+	return driver.Features{MultiHost: true, MaxGroupSize: MaxGroupSize, NarrowAttempts: true, Conns: s.maxConns}
 }
 
 // MaxGroupSize is the largest group of checks one processing transaction
