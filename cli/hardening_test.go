@@ -450,7 +450,7 @@ func TestStorePoolSizedForTheWorkers(t *testing.T) {
 		yaml string
 		want int32
 	}{
-		{"workers: 30\n", 34},
+		{"workers: 30\n", 30 + postgres.PoolSpare},
 		{"workers: 30\ndatabase:\n  max_conns: 6\n", 6},
 	} {
 		cfg, err := ParseConfig("prescient.yaml", []byte(tc.yaml))
