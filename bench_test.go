@@ -3,6 +3,7 @@ package prescient_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -25,6 +26,10 @@ import (
 // benchJobs is how many jobs one operation of the scheduling and firing
 // benchmarks handles.
 const benchJobs = 1000
+
+// quiet leaves the engine's logs out of a benchmark's output (a line per
+// slot fired would fall between the result lines) and out of its time.
+func quiet(cfg *prescient.Config) { cfg.Logger = slog.New(slog.DiscardHandler) }
 
 // forEachBenchStore runs fn as one sub-benchmark per store kind, with the
 // opener of a fresh store and the scenario harness over it.
@@ -74,7 +79,7 @@ func BenchmarkScheduleMany(b *testing.B) {
 	forEachBenchStore(b, func(b *testing.B, open func(testing.TB) *harness) {
 		s := open(b)
 		clk := newClock("2026-03-10T09:00:00Z")
-		c := s.client(clk, &checks.Registry{}, nil)
+		c := s.client(clk, &checks.Registry{}, quiet)
 		at := ts("2026-03-10T12:00:00Z")
 		ctx := context.Background()
 		b.ReportAllocs()
@@ -96,7 +101,7 @@ func benchFire(b *testing.B, reg *checks.Registry) {
 	forEachBenchStore(b, func(b *testing.B, open func(testing.TB) *harness) {
 		s := open(b)
 		clk := newClock("2026-03-10T09:00:00Z")
-		c := s.client(clk, reg, nil)
+		c := s.client(clk, reg, quiet)
 		ctx := context.Background()
 		b.ReportAllocs()
 		op := 0
@@ -170,7 +175,7 @@ func BenchmarkFireSlotPureSQL(b *testing.B) {
 	forEachBenchStore(b, func(b *testing.B, open func(testing.TB) *harness) {
 		s := open(b)
 		clk := newClock("2026-03-10T09:00:00Z")
-		c := s.client(clk, &checks.Registry{}, nil)
+		c := s.client(clk, &checks.Registry{}, quiet)
 		b.ReportAllocs()
 		op := 0
 		for b.Loop() {
@@ -227,7 +232,7 @@ func BenchmarkDueQueryLargeTable(b *testing.B) {
 			b.Run(fmt.Sprintf("pending=%dk", others/1000), func(b *testing.B) {
 				s := open(b)
 				clk := newClock("2026-03-10T09:00:00Z")
-				c := s.client(clk, &checks.Registry{}, nil)
+				c := s.client(clk, &checks.Registry{}, quiet)
 				start := quarterHours.Add(clk.Now(), 1)
 				slot := quarterHours.Add(start, otherSlots/2)
 				benchSchedule(b, c, benchParams("bench", 0, due, slot))
