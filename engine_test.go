@@ -403,6 +403,57 @@ func TestGuardRuntime(t *testing.T) {
 	})
 }
 
+// One group may run checks with different runtime guards. A check that
+// hangs past its own short guard, run after one whose guard is an hour, is
+// abandoned at its own guard, not left running until the hour is up.
+func TestGuardRuntimeShorterThanTheCheckBefore(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		release := make(chan struct{})
+		defer close(release)
+		reg := register(t, "patient", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			return time.Time{}, nil
+		}, &checks.Opts{Guards: guards.Limits{Runtime: time.Hour}})
+		err := reg.Register("stuck", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			<-release // never looks at ctx
+			return time.Time{}, nil
+		}, &checks.Opts{Guards: guards.Limits{Runtime: 50 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One worker: both jobs in one group, the patient one first.
+		c := h.client(clk, reg, func(c *prescient.Config) { c.Workers, c.MaxFailures = 1, 1 })
+		schedule(t, c, "1", "patient", "2026-03-10T10:15:00Z")
+		schedule(t, c, "2", "stuck", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		type fired struct {
+			rec *prescient.SlotRecord
+			err error
+		}
+		out := make(chan fired, 1)
+		go func() {
+			rec, err := c.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
+			out <- fired{rec, err}
+		}()
+		var f fired
+		select {
+		case f = <-out:
+		case <-time.After(time.Minute):
+			t.Fatal("the slot did not finish within a minute: the stuck check was left running past its 50ms guard")
+		}
+		if f.err != nil {
+			t.Fatal(f.err)
+		}
+		if f.rec.Checked != 2 || f.rec.Failures != 1 {
+			t.Fatalf("slot record %+v, want 2 checked, 1 failure", f.rec)
+		}
+		wantOutcome(t, c, "1", history.Done, 1)
+		if r := wantOutcome(t, c, "2", history.Failed, 0); !strings.Contains(r.LastError, "runtime guard") {
+			t.Fatalf("stuck check's error %q, want its runtime guard named", r.LastError)
+		}
+	})
+}
+
 func TestGuardHorizonAndPast(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
