@@ -157,6 +157,11 @@ func TestMigrationRepairsFirstCheck(t *testing.T) {
 	if _, err := provider.DownTo(ctx, 6); err != nil {
 		t.Fatalf("migrate down to 6: %v", err)
 	}
+	// Fresh connections, as a server of that version would start with:
+	// migrating down past 00011 changes the key columns' collation, and a
+	// statement prepared before that returns them fails once ("cached plan
+	// must not change result type").
+	s.Pool().Reset()
 	if err := s.GridSave(ctx, slots.Grid{Resolution: 15 * time.Minute}); err != nil {
 		t.Fatalf("save grid: %v", err)
 	}
