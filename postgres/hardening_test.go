@@ -349,3 +349,54 @@ func TestApplyPlannedOnAnEmptyTable(t *testing.T) {
 		t.Errorf("applying %d decisions read %d primary-key entries of the 20,000 pending jobs, want about one per decision", len(ids), read)
 	}
 }
+
+// Changing a column's type (migration 00011 changes the key columns'
+// collation) drops the planner's statistics for it, and history, which only
+// grows, may wait long for autovacuum to analyse it again; without them a
+// rare entity's jobs and history were looked up by walking the due and the
+// finished index. The migration analyses the columns again, both ways.
+func TestKeyCollationKeepsStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, provider := migratedTo(t, 10)
+	if _, err := s.Pool().Exec(ctx, `
+		INSERT INTO prescient_jobs (entity, entity_key, check_name, first_check_at, next_check_at, created_at, updated_at)
+		SELECT 'e' || (i % 7), i::text, 'c' || (i % 3), now(), now(), now(), now() FROM generate_series(1, 2000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `
+		INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at, check_count,
+			failure_count, runtime_us, lateness_us, created_at, finished_at, finished_by)
+		SELECT id, entity, entity_key, check_name, 'done', now(), 1, 0, 0, 0, now(), now(), 'srv' FROM prescient_jobs`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `ANALYZE prescient_jobs; ANALYZE prescient_history`); err != nil {
+		t.Fatal(err)
+	}
+	stats := func() int {
+		t.Helper()
+		var n int
+		if err := s.Pool().QueryRow(ctx, `
+			SELECT count(*) FROM pg_stats WHERE schemaname = current_schema()
+				AND tablename IN ('prescient_jobs', 'prescient_history')
+				AND attname IN ('entity', 'entity_key', 'check_name')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := stats(); n != 6 {
+		t.Fatalf("before 00011: statistics for %d of the 6 key columns", n)
+	}
+	if _, err := provider.UpTo(ctx, 11); err != nil {
+		t.Fatalf("migrate up to 11: %v", err)
+	}
+	if n := stats(); n != 6 {
+		t.Errorf("after 00011: statistics for %d of the 6 key columns, want 6", n)
+	}
+	if _, err := provider.DownTo(ctx, 10); err != nil {
+		t.Fatalf("migrate down to 10: %v", err)
+	}
+	if n := stats(); n != 6 {
+		t.Errorf("after migrating down from 00011: statistics for %d of the 6 key columns, want 6", n)
+	}
+}

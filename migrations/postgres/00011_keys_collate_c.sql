@@ -20,7 +20,11 @@
 -- database can default to is deterministic.
 --
 -- Only the indexes are rebuilt, not the tables (0.15 s for each table at
--- 200,000 rows here), under the ACCESS EXCLUSIVE lock ALTER TABLE holds.
+-- 200,000 rows here), under the ACCESS EXCLUSIVE locks ALTER TABLE takes,
+-- held on both tables until the migration's transaction commits. Changing a
+-- column's type drops its planner statistics, so the columns are analysed
+-- again at once: without them, looking up a rare entity's jobs or history
+-- walked the due or the finished index instead of the entity's.
 
 -- +goose Up
 ALTER TABLE prescient_jobs
@@ -31,6 +35,8 @@ ALTER TABLE prescient_history
     ALTER COLUMN entity TYPE text COLLATE "C",
     ALTER COLUMN entity_key TYPE text COLLATE "C",
     ALTER COLUMN check_name TYPE text COLLATE "C";
+ANALYZE prescient_jobs (entity, entity_key, check_name);
+ANALYZE prescient_history (entity, entity_key, check_name);
 
 -- +goose Down
 ALTER TABLE prescient_jobs
@@ -41,3 +47,5 @@ ALTER TABLE prescient_history
     ALTER COLUMN entity TYPE text COLLATE "default",
     ALTER COLUMN entity_key TYPE text COLLATE "default",
     ALTER COLUMN check_name TYPE text COLLATE "default";
+ANALYZE prescient_jobs (entity, entity_key, check_name);
+ANALYZE prescient_history (entity, entity_key, check_name);
