@@ -13,8 +13,8 @@
 -- on ICU en-US; prescient_apply of 1,000 decisions 3-5% less server time;
 -- per-entity checks within the bench's spread.
 --
--- The byte order is also the one Go sorts strings in and SQLite's stores
--- keep, so listing entities pages the same way on both stores, and the lock
+-- The byte order is also the one Go sorts strings in and the SQLite store
+-- keeps, so listing entities pages the same way on both stores, and the lock
 -- order the store already took with COLLATE "C" (see lockOrder) is now the
 -- identity index's own. Equality does not change: every collation a
 -- database can default to is deterministic.
