@@ -53,6 +53,9 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	if c.cfg.AutoOwnership {
 		servers, err := c.drv.ServerList(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return err // stopping: the store did not fail
+			}
 			c.storeError(StoreOpHeartbeat, err)
 			return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err)) // the driver says "list servers"
 		}
@@ -79,6 +82,9 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
 	if err != nil {
+		if ctx.Err() != nil {
+			return err // stopping: the store did not fail
+		}
 		c.storeError(StoreOpHeartbeat, err)
 		return c.setHealth(fmt.Errorf("prescient: %w", err)) // the driver says "heartbeat of server ..."
 	}

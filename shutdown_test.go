@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // heartbeatFaults wraps a real store and injects faults into heartbeats:
@@ -114,4 +117,104 @@ func TestStartAgainAfterAFailedHeartbeat(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A store statement cut short because the client is stopping (Stop ends the
+// context of the tick in progress) is the client's own doing, not a store
+// failure: no StoreError event, so that every deploy does not raise
+// prescient_store_errors_total, and the store is not marked unavailable
+// (which logs an error). On PostgreSQL the server answers the pool's cancel
+// request with SQLSTATE 57014, which used to be reported as the store's
+// error. The ledger is held by another connection so that the tick's first
+// statement waits, and the tick's context ends while it waits: once on a
+// first tick (its first statement starts the slot) and once on a tick after
+// a missed one (its first statement reads the ledger back to the last good
+// slot). The same for a heartbeat, whose table is held too.
+func TestStatementCancelledByStopIsNoStoreError(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		rec := &recorder{}
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, &checks.Registry{}, func(c *prescient.Config) { c.Observer = rec })
+		cancelledTick := func(what string) {
+			t.Helper()
+			release := holdLedger(t, h)
+			defer release()
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := time.AfterFunc(300*time.Millisecond, cancel) // while the tick waits for the ledger
+			defer stopped.Stop()
+			c.Tick(ctx)
+			if ctx.Err() == nil {
+				t.Fatalf("%s: the tick returned before its context ended: the ledger was not held", what)
+			}
+			_, _, _, errs := rec.take()
+			for _, e := range errs {
+				t.Errorf("%s: store error reported for the client's own cancellation: %s: %v", what, e.Op, e.Err)
+			}
+		}
+		cancelledTick("first tick")
+		if err := c.Ready(); err == nil || err.Error() != "prescient: not started" {
+			t.Errorf("readiness after a cancelled first tick: %v, want only \"prescient: not started\"", err)
+		}
+		c.Tick(context.Background())
+		if _, _, _, errs := rec.take(); len(errs) > 0 || c.Ready() != nil {
+			t.Fatalf("tick: store errors %v, readiness %v", errs, c.Ready())
+		}
+		clk.Add(time.Hour) // four slots missed
+		cancelledTick("tick after missed slots")
+		if err := c.Ready(); err != nil {
+			t.Errorf("readiness after a cancelled tick: %v, want ready", err)
+		}
+
+		release := holdLedger(t, h)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := time.AfterFunc(300*time.Millisecond, cancel)
+		defer stopped.Stop()
+		if err := c.Heartbeat(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("heartbeat cut short: %v, want context.Canceled", err)
+		}
+		release()
+		if _, _, _, errs := rec.take(); len(errs) > 0 {
+			t.Errorf("heartbeat cut short: store errors %v", errs)
+		}
+		if err := c.Ready(); err != nil {
+			t.Errorf("readiness after a cancelled heartbeat: %v, want ready", err)
+		}
+	})
+}
+
+// holdLedger holds the write lock of h's slot ledger and servers table from
+// a connection of its own until release is called.
+func holdLedger(t *testing.T, h *harness) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	switch s := h.store.(type) {
+	case *postgres.Store:
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE prescient_slots, prescient_servers IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = tx.Rollback(ctx) }
+	case *sqlite.Store:
+		db, err := sql.Open("sqlite", s.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			_, _ = conn.ExecContext(ctx, `ROLLBACK`)
+			_ = conn.Close()
+			_ = db.Close()
+		}
+	}
+	t.Fatalf("holdLedger: no way to lock a %T", h.store)
+	return nil
 }

@@ -58,6 +58,9 @@ func (c *Client) Tick(ctx context.Context) {
 	if from.Before(cur) {
 		var err error
 		if complete, err = c.completeSlots(ctx, from, cur); err != nil {
+			if ctx.Err() != nil {
+				return // stopping: the store did not fail
+			}
 			c.storeError(StoreOpLedger, err)
 			c.setHealth(fmt.Errorf("prescient: tick: read ledger: %w", err))
 			return

@@ -18,7 +18,7 @@ func (s *Store) AttemptStart(ctx context.Context, p *driver.AttemptStartParams) 
 	err := s.pool.QueryRow(ctx, `SELECT prescient_attempt_start($1, $2, $3, $4)`,
 		p.Server, p.Slot, p.StartedAt, p.IDs).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("record attempt: %w", interpretError(err))
+		return 0, fmt.Errorf("record attempt: %w", interpretError(ctx, err))
 	}
 	return id, nil
 }
@@ -26,7 +26,7 @@ func (s *Store) AttemptStart(ctx context.Context, p *driver.AttemptStartParams) 
 // AttemptEnd deletes an attempt.
 func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_attempts WHERE id = $1`, id); err != nil {
-		return fmt.Errorf("end attempt %d: %w", id, interpretError(err))
+		return fmt.Errorf("end attempt %d: %w", id, interpretError(ctx, err))
 	}
 	return nil
 }
@@ -44,12 +44,12 @@ func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error 
 	conn, err := s.pool.Acquire(actx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("narrow attempt %d: %w (%w)", id, errPoolBusy, interpretError(err))
+		return fmt.Errorf("narrow attempt %d: %w (%w)", id, errPoolBusy, interpretError(ctx, err))
 	}
 	defer conn.Release()
 	tag, err := conn.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids)
 	if err != nil {
-		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(err))
+		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(ctx, err))
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("narrow attempt %d: no such attempt", id)
@@ -71,7 +71,7 @@ var errPoolBusy = errors.New("no connection of the pool to spare")
 func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, server, slot, started_at, job_ids FROM prescient_attempts ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("list attempts: %w", interpretError(err))
+		return nil, fmt.Errorf("list attempts: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Attempt, error) {
 		var a driver.Attempt
@@ -80,7 +80,7 @@ func (s *Store) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
 		return &a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list attempts: %w", interpretError(err))
+		return nil, fmt.Errorf("list attempts: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }

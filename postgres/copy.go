@@ -18,7 +18,7 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 	var resUS, offUS int64
 	err := s.pool.QueryRow(ctx, `SELECT resolution_us, offset_us FROM prescient_settings`).Scan(&resUS, &offUS)
 	if err != nil {
-		return slots.Grid{}, fmt.Errorf("get grid: %w", interpretError(err))
+		return slots.Grid{}, fmt.Errorf("get grid: %w", interpretError(ctx, err))
 	}
 	return slots.Grid{Resolution: duration(resUS), Offset: duration(offUS)}, nil
 }
@@ -27,7 +27,7 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
 	rows, err := s.pool.Query(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name COLLATE "C"`)
 	if err != nil {
-		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
+		return nil, fmt.Errorf("list catalog: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.CatalogEntry, error) {
 		var e driver.CatalogEntry
@@ -35,7 +35,7 @@ func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) 
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
+		return nil, fmt.Errorf("list catalog: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -48,11 +48,11 @@ func (s *Store) JobsExport(ctx context.Context, afterID int64, limit int) ([]*dr
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+jobColumns+` FROM prescient_jobs j WHERE j.id > $1 ORDER BY j.id LIMIT $2`, afterID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
+		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Job, error) { return scanJob(row) })
 	if err != nil {
-		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(err))
+		return nil, fmt.Errorf("export jobs after id %d: %w", afterID, interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -135,7 +135,7 @@ func (s *Store) JobsImport(ctx context.Context, tx any, jobs []*driver.Job) erro
 		return advanceJobIDs(ctx, tx, maxID)
 	})
 	if err != nil {
-		return fmt.Errorf("import %d job(s): %w", n, interpretError(err))
+		return fmt.Errorf("import %d job(s): %w", n, interpretError(ctx, err))
 	}
 	return nil
 }
@@ -194,11 +194,11 @@ func (s *Store) HistoryExport(ctx context.Context, afterID int64, limit int) ([]
 			finished_at, finished_by
 		FROM prescient_history WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(err))
+		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanRecord)
 	if err != nil {
-		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(err))
+		return nil, fmt.Errorf("export history after id %d: %w", afterID, interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -271,7 +271,7 @@ func (s *Store) HistoryImport(ctx context.Context, tx any, recs []*history.Recor
 		return advanceJobIDs(ctx, tx, maxID)
 	})
 	if err != nil {
-		return fmt.Errorf("import %d history record(s): %w", n, interpretError(err))
+		return fmt.Errorf("import %d history record(s): %w", n, interpretError(ctx, err))
 	}
 	return nil
 }

@@ -29,11 +29,11 @@ func (s *Store) JobEntities(ctx context.Context, after string, limit int) ([]str
 	}
 	rows, err := s.pool.Query(ctx, jobEntitiesSQL, after, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list entities: %w", interpretError(err))
+		return nil, fmt.Errorf("list entities: %w", interpretError(ctx, err))
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("list entities: %w", interpretError(err))
+		return nil, fmt.Errorf("list entities: %w", interpretError(ctx, err))
 	}
 	if names == nil {
 		names = []string{}

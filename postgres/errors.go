@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,8 +16,13 @@ import (
 // store's boundary: no rows is driver.ErrNotFound, and a server error keeps
 // its message, detail, hint and SQLSTATE but not its pgconn type. Other errors
 // (a cancelled context, a lost connection) pass through unchanged, so that
-// errors.Is still finds context.Canceled and its kin.
-func interpretError(err error) error {
+// errors.Is still finds context.Canceled and its kin. So does a statement
+// the server cancelled because ctx, the operation's context, ended: the pool
+// asks the server to cancel it (pgconn.CancelRequestContextWatcherHandler),
+// and the server's answer, SQLSTATE 57014, would otherwise read as the
+// database's failure rather than the caller's cancellation (a server
+// stopping would count its own shutdown as store errors).
+func interpretError(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -35,6 +41,9 @@ func interpretError(err error) error {
 		}
 		if pgErr.Hint != "" {
 			msg += " (hint: " + pgErr.Hint + ")"
+		}
+		if pgErr.Code == "57014" && ctx.Err() != nil {
+			return fmt.Errorf("postgres: %s (SQLSTATE %s): %w", msg, pgErr.Code, context.Cause(ctx))
 		}
 		return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)
 	}

@@ -71,11 +71,11 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list history: %w", interpretError(err))
+		return nil, fmt.Errorf("list history: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanRecord)
 	if err != nil {
-		return nil, fmt.Errorf("list history: %w", interpretError(err))
+		return nil, fmt.Errorf("list history: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -131,7 +131,7 @@ func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history
 	rows, err := s.pool.Query(ctx, `
 		SELECT outcome, count(*) FROM prescient_history WHERE finished_at >= $1 GROUP BY outcome`, since)
 	if err != nil {
-		return nil, fmt.Errorf("count history: %w", interpretError(err))
+		return nil, fmt.Errorf("count history: %w", interpretError(ctx, err))
 	}
 	counts := make(map[history.Outcome]int)
 	var (
@@ -142,7 +142,7 @@ func (s *Store) HistoryCounts(ctx context.Context, since time.Time) (map[history
 		counts[o] = n
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("count history: %w", interpretError(err))
+		return nil, fmt.Errorf("count history: %w", interpretError(ctx, err))
 	}
 	return counts, nil
 }
@@ -179,7 +179,7 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		return err
 	})
 	if err != nil {
-		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(err))
+		return int(n), fmt.Errorf("prune history before %s: %w", before.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	return int(n), nil
 }
@@ -192,7 +192,7 @@ func (s *Store) deleteInBatches(ctx context.Context, del string, before time.Tim
 	for {
 		tag, err := s.pool.Exec(ctx, del, before, s.pruneBatchSize())
 		if err != nil {
-			return n, interpretError(err)
+			return n, interpretError(ctx, err)
 		}
 		n += tag.RowsAffected()
 		if tag.RowsAffected() < int64(s.pruneBatchSize()) {

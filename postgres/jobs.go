@@ -91,7 +91,7 @@ func (s *Store) JobSchedule(ctx context.Context, tx any, params []*driver.JobSch
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), interpretError(err))
+		return nil, fmt.Errorf("schedule %d job(s): %w", len(params), interpretError(ctx, err))
 	}
 	return results, nil
 }
@@ -558,7 +558,7 @@ func (s *Store) JobReschedule(ctx context.Context, tx any, p *driver.JobReschedu
 		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3
 		RETURNING `+jobColumns, p.Entity, p.Key, p.Check, p.At, p.Now))
 	if err != nil {
-		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, interpretError(err))
+		return nil, fmt.Errorf("reschedule %s/%s/%s: %w", p.Entity, p.Key, p.Check, interpretError(ctx, err))
 	}
 	return j, nil
 }
@@ -603,7 +603,7 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 			WHERE j.entity = $1 AND j.entity_key = $2 AND ($3 = '' OR j.check_name = $3)`),
 		p.Entity, p.Key, p.Check, "cancelled", p.Now, p.By)
 	if err != nil {
-		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, interpretError(err))
+		return 0, fmt.Errorf("cancel %s/%s: %w", p.Entity, p.Key, interpretError(ctx, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -621,7 +621,7 @@ func (s *Store) JobResolve(ctx context.Context, tx any, p *driver.JobResolvePara
 				AND j.check_name IN (SELECT c.check_name FROM prescient_catalog c WHERE $3 = ANY (c.awaits))`),
 		p.Entity, p.Key, p.Event, "resolved", p.Now, p.By)
 	if err != nil {
-		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, interpretError(err))
+		return 0, fmt.Errorf("resolve %s/%s/%s: %w", p.Entity, p.Key, p.Event, interpretError(ctx, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -632,7 +632,7 @@ func (s *Store) JobGet(ctx context.Context, entity, key, check string) (*driver.
 		SELECT `+jobColumns+` FROM prescient_jobs j
 		WHERE j.entity = $1 AND j.entity_key = $2 AND j.check_name = $3`, entity, key, check))
 	if err != nil {
-		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(err))
+		return nil, fmt.Errorf("get job %s/%s/%s: %w", entity, key, check, interpretError(ctx, err))
 	}
 	return j, nil
 }
@@ -679,11 +679,11 @@ func (s *Store) JobList(ctx context.Context, p *driver.JobListParams) ([]*driver
 	sql += fmt.Sprintf(" ORDER BY j.next_check_at, j.id LIMIT $%d", len(args))
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+		return nil, fmt.Errorf("list jobs: %w", interpretError(ctx, err))
 	}
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Job, error) { return scanJob(row) })
 	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", interpretError(err))
+		return nil, fmt.Errorf("list jobs: %w", interpretError(ctx, err))
 	}
 	return jobs, nil
 }
@@ -693,14 +693,14 @@ func (s *Store) JobList(ctx context.Context, p *driver.JobListParams) ([]*driver
 func (s *Store) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, check_name FROM prescient_jobs_due($1, $2, $3)`, p.Slot, p.AfterID, p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.DueJob, error) {
 		var d driver.DueJob
 		return &d, row.Scan(&d.ID, &d.Check)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(err))
+		return nil, fmt.Errorf("list jobs due in %s: %w", p.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	return due, nil
 }
@@ -721,7 +721,7 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 		)
 		SELECT slot FROM s WHERE slot IS NOT NULL LIMIT $2`, before, limit, after)
 	if err != nil {
-		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (time.Time, error) {
 		var t time.Time
@@ -729,7 +729,7 @@ func (s *Store) JobsOverdueSlots(ctx context.Context, after, before time.Time, l
 		return t.UTC(), err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list overdue slots: %w", interpretError(err))
+		return nil, fmt.Errorf("list overdue slots: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -742,7 +742,7 @@ func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int
 			FOR UPDATE SKIP LOCKED)`,
 		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...)) // not NULL: <> ALL (NULL) matches no row
 	if err != nil {
-		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(err))
+		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -792,7 +792,7 @@ func (s *Store) JobStats(ctx context.Context, p *driver.JobStatsParams) (*driver
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("job stats: %w", interpretError(err))
+		return nil, fmt.Errorf("job stats: %w", interpretError(ctx, err))
 	}
 	return st, nil
 }

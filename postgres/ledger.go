@@ -31,7 +31,7 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 		r.Slot, r.Server, r.Kind, r.StartedAt, r.Checked, r.Rescheduled, r.Failures, r.Unknown,
 		outcomes, micros(r.MaxLateness))
 	if err != nil {
-		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(err))
+		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	return nil
 }
@@ -56,7 +56,7 @@ func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 		r.Slot, r.Server, r.Kind, r.StartedAt, nullTime(r.FinishedAt), r.Checked, r.Rescheduled,
 		r.Failures, r.Unknown, outcomes, micros(r.MaxLateness))
 	if err != nil {
-		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(err))
+		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		ORDER BY slot DESC, server
 		LIMIT $3`, nullTime(p.Since), nullTime(p.Until), limit)
 	if err != nil {
-		return nil, fmt.Errorf("list slots: %w", interpretError(err))
+		return nil, fmt.Errorf("list slots: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.SlotRecord, error) {
 		var (
@@ -102,7 +102,7 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		return &r, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list slots: %w", interpretError(err))
+		return nil, fmt.Errorf("list slots: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if err := s.createSchema(ctx); err != nil {
-		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(err))
+		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(ctx, err))
 	}
 	fsys, err := fs.Sub(migrations.Postgres, "postgres")
 	if err != nil {
@@ -50,7 +50,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if _, err := provider.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", interpretError(err))
+		return fmt.Errorf("migrate: %w", interpretError(ctx, err))
 	}
 	return nil
 }

@@ -110,11 +110,11 @@ func (s *Store) DeliveriesClaim(ctx context.Context, p *driver.DeliveriesClaimPa
 		FROM d JOIN prescient_outbox o ON o.id = d.event_id
 		ORDER BY d.event_id`, p.Sink, p.Now, p.LeaseUntil, p.Server, p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim deliveries of sink %s: %w", p.Sink, interpretError(err))
+		return nil, fmt.Errorf("claim deliveries of sink %s: %w", p.Sink, interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanDelivery)
 	if err != nil {
-		return nil, fmt.Errorf("claim deliveries of sink %s: %w", p.Sink, interpretError(err))
+		return nil, fmt.Errorf("claim deliveries of sink %s: %w", p.Sink, interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -144,7 +144,7 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *driver.DeliveryFinishPara
 		WHERE event_id = $1 AND sink = $2 AND attempts = $3 AND state = 'pending'`,
 		p.EventID, p.Sink, p.Attempt, string(p.State), p.Attempts, next, status, lastErr, p.Now)
 	if err != nil {
-		return false, fmt.Errorf("finish delivery of event %d to sink %s: %w", p.EventID, p.Sink, interpretError(err))
+		return false, fmt.Errorf("finish delivery of event %d to sink %s: %w", p.EventID, p.Sink, interpretError(ctx, err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -165,11 +165,11 @@ func (s *Store) DeliveryList(ctx context.Context, p *driver.DeliveryListParams) 
 		ORDER BY d.event_id DESC, d.sink
 		LIMIT $4`, p.Sink, string(p.State), before, p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", interpretError(err))
+		return nil, fmt.Errorf("list deliveries: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanDelivery)
 	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", interpretError(err))
+		return nil, fmt.Errorf("list deliveries: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -186,7 +186,7 @@ func (s *Store) DeliveryCounts(ctx context.Context, since time.Time) (map[string
 		SELECT sink, 'delivered', count(*) FROM prescient_deliveries WHERE state = 'delivered' AND delivered_at >= $1 GROUP BY sink`,
 		since)
 	if err != nil {
-		return nil, fmt.Errorf("count deliveries: %w", interpretError(err))
+		return nil, fmt.Errorf("count deliveries: %w", interpretError(ctx, err))
 	}
 	out := make(map[string]*driver.DeliveryCount)
 	var (
@@ -210,7 +210,7 @@ func (s *Store) DeliveryCounts(ctx context.Context, since time.Time) (map[string
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count deliveries: %w", interpretError(err))
+		return nil, fmt.Errorf("count deliveries: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -223,7 +223,7 @@ func (s *Store) Notify(ctx context.Context, channel, payload string) error {
 		return errors.New("notify: no channel")
 	}
 	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		return fmt.Errorf("notify %s: %w", channel, interpretError(err))
+		return fmt.Errorf("notify %s: %w", channel, interpretError(ctx, err))
 	}
 	return nil
 }

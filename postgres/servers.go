@@ -21,7 +21,7 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions`,
 		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions)
 	if err != nil {
-		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(err))
+		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(ctx, err))
 	}
 	return nil
 }
@@ -31,7 +31,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Server, error) {
 		var srv driver.Server
@@ -46,7 +46,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 		return &srv, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list servers: %w", interpretError(err))
+		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
 	}
 	return out, nil
 }
@@ -54,7 +54,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 // ServerDelete removes the server's row if there is one.
 func (s *Store) ServerDelete(ctx context.Context, name string) error {
 	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_servers WHERE name = $1`, name); err != nil {
-		return fmt.Errorf("delete server %q: %w", name, interpretError(err))
+		return fmt.Errorf("delete server %q: %w", name, interpretError(ctx, err))
 	}
 	return nil
 }

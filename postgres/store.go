@@ -150,7 +150,7 @@ func Open(ctx context.Context, url string, opts *Opts) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open postgres: %w", interpretError(err))
+		return nil, fmt.Errorf("open postgres: %w", interpretError(ctx, err))
 	}
 	if err := checkEncoding(ctx, pool); err != nil {
 		pool.Close()
@@ -186,7 +186,7 @@ var ErrEncoding = errors.New("not a UTF-8 database connection")
 func checkEncoding(ctx context.Context, pool *pgxpool.Pool) error {
 	var db, client string
 	if err := pool.QueryRow(ctx, `SELECT current_setting('server_encoding'), current_setting('client_encoding')`).Scan(&db, &client); err != nil {
-		return interpretError(err)
+		return interpretError(ctx, err)
 	}
 	switch {
 	case db != "UTF8":
@@ -425,7 +425,7 @@ func (s *Store) GridSave(ctx context.Context, g slots.Grid) error {
 		ON CONFLICT (id) DO UPDATE SET resolution_us = excluded.resolution_us, offset_us = excluded.offset_us`,
 		g.Resolution.Microseconds(), g.Offset.Microseconds())
 	if err != nil {
-		return fmt.Errorf("save grid: %w", interpretError(err))
+		return fmt.Errorf("save grid: %w", interpretError(ctx, err))
 	}
 	return nil
 }
@@ -451,7 +451,7 @@ func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) 
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return fmt.Errorf("save catalog: %w", interpretError(err))
+		return fmt.Errorf("save catalog: %w", interpretError(ctx, err))
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ var _ driver.Tx = (*procTx)(nil)
 func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", interpretError(err))
+		return nil, fmt.Errorf("begin: %w", interpretError(ctx, err))
 	}
 	return &procTx{tx: tx}, nil
 }
@@ -91,12 +91,12 @@ func (t *procTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks.Jo
 	if p.LockWait > 0 {
 		q = claimSQL
 		if _, err := t.tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprint(max(p.LockWait.Milliseconds(), 1))); err != nil {
-			return nil, t.fail(fmt.Errorf("claim: %w", interpretError(err)))
+			return nil, t.fail(fmt.Errorf("claim: %w", interpretError(ctx, err)))
 		}
 	}
 	rows, err := t.tx.Query(ctx, q, p.IDs, p.Slot)
 	if err != nil {
-		return nil, t.claimErr(err)
+		return nil, t.claimErr(ctx, err)
 	}
 	slot := p.Slot.UTC()
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*checks.Job, error) {
@@ -116,19 +116,19 @@ func (t *procTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks.Jo
 		return j, err
 	})
 	if err != nil {
-		return nil, t.claimErr(err)
+		return nil, t.claimErr(ctx, err)
 	}
 	slices.SortFunc(jobs, func(a, b *checks.Job) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil
 }
 
-func (t *procTx) claimErr(err error) error {
+func (t *procTx) claimErr(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55P03" /* lock_not_available */ {
 		t.err = driver.ErrLockTimeout
 		return fmt.Errorf("claim: %w", driver.ErrLockTimeout)
 	}
-	return t.fail(fmt.Errorf("claim: %w", interpretError(err)))
+	return t.fail(fmt.Errorf("claim: %w", interpretError(ctx, err)))
 }
 
 // Savepoint opens the check's savepoint; it is sent with the check's first
@@ -184,7 +184,7 @@ func (t *procTx) flush(ctx context.Context, ctl []string) error {
 		return nil
 	}
 	if _, err := t.tx.Exec(ctx, strings.Join(ctl, "; "), pgx.QueryExecModeSimpleProtocol); err != nil {
-		return t.fail(fmt.Errorf("savepoint: %w", interpretError(err)))
+		return t.fail(fmt.Errorf("savepoint: %w", interpretError(ctx, err)))
 	}
 	return nil
 }
@@ -234,7 +234,7 @@ func (t *procTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	for range ctl {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return nil, t.fail(fmt.Errorf("savepoint: %w", interpretError(err)))
+			return nil, t.fail(fmt.Errorf("savepoint: %w", interpretError(ctx, err)))
 		}
 	}
 	return br, nil
@@ -247,7 +247,7 @@ func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 	}
 	if len(t.pending) == 0 && (!t.open || t.sent) {
 		tag, err := t.tx.Exec(ctx, sql, args...)
-		return tag.RowsAffected(), interpretError(err)
+		return tag.RowsAffected(), interpretError(ctx, err)
 	}
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
@@ -257,7 +257,7 @@ func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag.RowsAffected(), interpretError(err)
+	return tag.RowsAffected(), interpretError(ctx, err)
 }
 
 // Query runs a check's query; until its rows are closed (or read to the
@@ -269,9 +269,9 @@ func (t *procTx) Query(ctx context.Context, sql string, args ...any) (driver.Row
 	if len(t.pending) == 0 && (!t.open || t.sent) {
 		rows, err := t.tx.Query(ctx, sql, args...)
 		if err != nil {
-			return nil, interpretError(err)
+			return nil, interpretError(ctx, err)
 		}
-		return &pgRows{rows: rows}, nil
+		return &pgRows{ctx: ctx, rows: rows}, nil
 	}
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
@@ -280,9 +280,9 @@ func (t *procTx) Query(ctx context.Context, sql string, args ...any) (driver.Row
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
-		return nil, interpretError(err)
+		return nil, interpretError(ctx, err)
 	}
-	return &pgRows{rows: rows, batch: br}, nil
+	return &pgRows{ctx: ctx, rows: rows, batch: br}, nil
 }
 
 // QueryRow runs a query and keeps its first row's raw values, so that the
@@ -378,7 +378,7 @@ func (t *procTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 		b.Queue(`SELECT prescient_attempts_settle($1)`, p.Settled)
 	}
 	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
-		return t.fail(fmt.Errorf("apply: %w", interpretError(err)))
+		return t.fail(fmt.Errorf("apply: %w", interpretError(ctx, err)))
 	}
 	return nil
 }
@@ -405,7 +405,7 @@ func (t *procTx) Commit(ctx context.Context) error {
 		return err
 	}
 	if err := t.tx.Commit(ctx); err != nil {
-		return t.fail(fmt.Errorf("commit: %w", interpretError(err)))
+		return t.fail(fmt.Errorf("commit: %w", interpretError(ctx, err)))
 	}
 	return nil
 }
@@ -414,7 +414,7 @@ func (t *procTx) Commit(ctx context.Context) error {
 func (t *procTx) Rollback(ctx context.Context) error {
 	err := t.tx.Rollback(ctx)
 	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return interpretError(err)
+		return interpretError(ctx, err)
 	}
 	return nil
 }
@@ -431,6 +431,7 @@ func (rawTx) Rollback(context.Context) error { return errRawEnd }
 
 // pgRows is a check's query result, closing its batch with it.
 type pgRows struct {
+	ctx   context.Context // the query's
 	rows  pgx.Rows
 	batch pgx.BatchResults
 	err   error
@@ -455,14 +456,14 @@ func (r *pgRows) Scan(dest ...any) error {
 		}
 		return errors.New("postgres: scan of closed rows")
 	}
-	return interpretError(r.rows.Scan(dest...))
+	return interpretError(r.ctx, r.rows.Scan(dest...))
 }
 
 func (r *pgRows) Err() error {
 	if r.done {
 		return r.err
 	}
-	return interpretError(r.rows.Err())
+	return interpretError(r.ctx, r.rows.Err())
 }
 
 func (r *pgRows) Close() {
@@ -477,7 +478,7 @@ func (r *pgRows) Close() {
 			r.err = err
 		}
 	}
-	r.err = interpretError(r.err)
+	r.err = interpretError(r.ctx, r.err)
 }
 
 // pgRow is QueryRow's result: an error, or one row's raw values.
@@ -492,7 +493,7 @@ func (r *pgRow) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
 	}
-	return interpretError(pgx.ScanRow(r.conn.TypeMap(), r.fields, r.values, dest...))
+	return interpretError(context.Background(), pgx.ScanRow(r.conn.TypeMap(), r.fields, r.values, dest...)) // decoding: no statement to cancel
 }
 
 func (r *pgRow) Close() {}
