@@ -633,6 +633,24 @@ func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
+	scheduleAt(t, s, slotAt, "1")
+	testOverrunOnAStatement(t, s)
+}
+
+// On the store's own pool, a cancelled query is cancelled on the server
+// (SQLSTATE 57014) and the connection kept: the check that overran counts
+// a failure that says so, not the server's "canceling statement due to user
+// request".
+func TestEngineCancelsAnOverrunningStatement(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	scheduleAt(t, s, slotAt, "1")
+	testOverrunOnAStatement(t, s)
+}
+
+// testOverrunOnAStatement fires slotAt, whose one job's check sleeps in a
+// statement past its runtime guard, and wants the overrun recorded.
+func testOverrunOnAStatement(t *testing.T, s *postgres.Store) {
 	reg := &checks.Registry{}
 	if err := reg.Register("unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
 		_, err := j.Tx.Exec(ctx, `SELECT pg_sleep(1)`)
@@ -645,14 +663,16 @@ func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheduleAt(t, s, slotAt, "1")
 	rec, err := c.FireSlot(t.Context(), slotAt)
 	if err != nil {
 		t.Fatalf("fire: %v", err)
 	}
 	j, err := s.JobGet(t.Context(), "order", "1", "unshipped")
 	if err != nil || j.FailureCount != 1 || !j.NextCheckAt.After(slotAt) || rec.Failures != 1 {
-		t.Errorf("job: %+v, %v, slot record %+v; want one failure recorded and the job moved on", j, err, rec)
+		t.Fatalf("job: %+v, %v, slot record %+v; want one failure recorded and the job moved on", j, err, rec)
+	}
+	if want := "check unshipped ran past its runtime guard of 50ms"; j.LastError != want {
+		t.Errorf("the job's last error: %q, want %q", j.LastError, want)
 	}
 }
 
