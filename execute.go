@@ -122,10 +122,24 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		defer claimed()
 		return c.abandonTx(hard, slot, g, ids)
 	}
+	// cannotStart ends a transaction that failed to start or to claim: no
+	// check ran in it, but the failures held from the group's earlier run
+	// are still recorded, in a transaction of their own, and the slot fails
+	// so that its jobs are taken again.
+	cannotStart := func(err error) (*SlotRecord, []int64, error) {
+		if len(held) == 0 {
+			return nil, nil, err
+		}
+		t, rerr := c.recover(hard, slot, held, err)
+		if rerr == nil {
+			rerr = err
+		}
+		return t, nil, rerr
+	}
 	if attempt == 0 {
 		if attempt, err = c.startAttempt(hard, slot, ids); err != nil {
 			claimed()
-			return nil, nil, err
+			return cannotStart(err)
 		}
 	}
 	// The attempt stays in the database (its jobs become suspects) when the
@@ -142,7 +156,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 	if err != nil {
 		dropAttempt = true
 		claimed()
-		return nil, nil, err
+		return cannotStart(err)
 	}
 	defer func() {
 		ctx, cancel := finishCtx(hard)
@@ -153,7 +167,13 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 	claimed()
 	if err != nil || len(jobs) == 0 {
 		dropAttempt = true
-		return nil, nil, err
+		if err != nil {
+			ctx, cancel := finishCtx(hard)
+			_ = tx.Rollback(ctx) // before recover claims the jobs again
+			cancel()
+			return cannotStart(err)
+		}
+		return nil, nil, nil
 	}
 	if len(jobs) < len(ids) {
 		// The attempt names jobs the claim skipped: held by another

@@ -178,6 +178,38 @@ func (t *procTx) control() []string {
 	return ctl
 }
 
+// controlTimeout bounds the savepoint statements sent on their own: they run
+// whatever becomes of the check's context, but not forever.
+const controlTimeout = 10 * time.Second
+
+// knownKey is the key, in a connection's pgconn.PgConn.CustomData, of the
+// statements of checks that ran on it without an error; knownMax bounds how
+// many it keeps (pgx's statement cache holds 512 by default), so that checks
+// whose SQL text varies cannot grow it without end: it starts again empty.
+const (
+	knownKey = "prescient.check_statements"
+	knownMax = 512
+)
+
+// known reports whether sql ran on the transaction's connection before, so
+// that it parses there and pgx has prepared it.
+func (t *procTx) known(sql string) bool {
+	m, _ := t.tx.Conn().PgConn().CustomData()[knownKey].(map[string]struct{})
+	_, ok := m[sql]
+	return ok
+}
+
+// learn records that sql ran on the transaction's connection.
+func (t *procTx) learn(sql string) {
+	data := t.tx.Conn().PgConn().CustomData()
+	m, _ := data[knownKey].(map[string]struct{})
+	if m == nil || len(m) >= knownMax {
+		m = make(map[string]struct{})
+		data[knownKey] = m
+	}
+	m[sql] = struct{}{}
+}
+
 // flush sends what control returns, on its own, in one round trip.
 func (t *procTx) flush(ctx context.Context, ctl []string) error {
 	if len(ctl) == 0 {
@@ -215,14 +247,27 @@ func (t *procTx) fail(err error) error {
 // statements, in one batch, and returns the batch with the statement's result
 // next to read. A savepoint statement that fails breaks the transaction.
 //
-// A ROLLBACK TO goes first, on its own: until it has run, the transaction is
-// aborted, and the server refuses to even parse the batch's other statements.
+// The savepoint statements go first, on their own, when the statement has
+// not run on this connection before (see learn): pgx prepares a batch's new
+// statements before it runs any of them, so a statement the server cannot
+// parse (a missing column, a typo) would fail before the SAVEPOINT ran,
+// aborting the transaction with no savepoint to return to: every check of the
+// group would lose its writes for one check's mistake. So does a ROLLBACK TO:
+// until it has run, the transaction is aborted, and the server refuses to
+// even parse the batch's other statements. A check whose context has ended
+// gets its context's error, and its savepoint statements wait: they must not
+// fail for it.
 func (t *procTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	if slices.Contains(t.pending, rollbackToSQL) {
-		if err := t.flush(ctx, t.pending); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if slices.Contains(t.pending, rollbackToSQL) || !t.known(sql) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+		err := t.flush(fctx, t.control())
+		cancel()
+		if err != nil {
 			return nil, err
 		}
-		t.pending = nil
 	}
 	b := &pgx.Batch{}
 	ctl := t.control()
@@ -247,6 +292,9 @@ func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 	}
 	if len(t.pending) == 0 && (!t.open || t.sent) {
 		tag, err := t.tx.Exec(ctx, sql, args...)
+		if err == nil {
+			t.learn(sql)
+		}
 		return tag.RowsAffected(), interpretError(ctx, err)
 	}
 	br, err := t.send(ctx, sql, args)
@@ -256,6 +304,9 @@ func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		t.learn(sql)
 	}
 	return tag.RowsAffected(), interpretError(ctx, err)
 }
@@ -271,6 +322,7 @@ func (t *procTx) Query(ctx context.Context, sql string, args ...any) (driver.Row
 		if err != nil {
 			return nil, interpretError(ctx, err)
 		}
+		t.learn(sql) // it parsed: pgx prepares a statement before it runs it
 		return &pgRows{ctx: ctx, rows: rows}, nil
 	}
 	br, err := t.send(ctx, sql, args)
@@ -282,6 +334,7 @@ func (t *procTx) Query(ctx context.Context, sql string, args ...any) (driver.Row
 		br.Close()
 		return nil, interpretError(ctx, err)
 	}
+	t.learn(sql)
 	return &pgRows{ctx: ctx, rows: rows, batch: br}, nil
 }
 
@@ -327,7 +380,10 @@ func (t *procTx) Raw() any {
 // Aborted reports that a statement failed in the transaction and left it
 // aborted. It asks the connection (no round trip).
 func (t *procTx) Aborted() bool {
-	return t.tx.Conn().PgConn().TxStatus() == 'E'
+	// A ROLLBACK TO still pending ends the check before: the check now
+	// running has sent no statement (send sends it first), so the aborted
+	// state is the check before's, which its ROLLBACK TO will lift.
+	return t.tx.Conn().PgConn().TxStatus() == 'E' && !slices.Contains(t.pending, rollbackToSQL)
 }
 
 // Err reports that the transaction can no longer commit.

@@ -214,14 +214,22 @@ func (t *procTx) RollbackTo(ctx context.Context) error {
 	return t.exec(ctx, releaseSQL)
 }
 
-// before opens the check's savepoint ahead of its first statement.
+// before opens the check's savepoint ahead of its first statement. A check
+// whose context has ended gets its context's error and opens nothing; and
+// the savepoint is opened whatever becomes of the check's context meanwhile:
+// a savepoint statement that fails breaks the whole transaction, the
+// writes of the checks before it included, for what is the check's own
+// failure.
 func (t *procTx) before(ctx context.Context) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if t.open && !t.sent {
 		t.sent = true
-		return t.exec(ctx, savepointSQL)
+		return t.exec(context.WithoutCancel(ctx), savepointSQL)
 	}
 	return nil
 }
