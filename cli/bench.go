@@ -141,6 +141,7 @@ on one machine. For the per-operation Go benchmarks, see bench_test.go
 				return err
 			}
 			prog := newProgress(cmd.ErrOrStderr(), "bench")
+			e.progress = prog
 			res, err := runBench(cmd.Context(), cfg.Database.URL, o, e.logger(cfg), prog)
 			if err != nil {
 				prog.clear()

@@ -49,6 +49,7 @@ prints what was done as one JSON document for scripts.`,
 				return err
 			}
 			prog := newProgress(cmd.ErrOrStderr(), "migrate")
+			e.progress = prog
 			prog.set("opening the database")
 			st, err := openStore(cmd.Context(), cfg, false)
 			if err != nil {
@@ -57,7 +58,9 @@ prints what was done as one JSON document for scripts.`,
 			}
 			defer st.Close()
 			if !o.json {
-				// First, so that a failure below still says where.
+				// First, so that a failure below still says where; on a line
+				// of its own when stdout is the progress line's terminal.
+				prog.clear()
 				fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", describeOpen(cmd.Context(), st, cfg))
 			}
 			res, err := e.migrate(cmd.Context(), st, cfg, prog)

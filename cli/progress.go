@@ -84,16 +84,51 @@ func (p *progress) done(format string, args ...any) {
 	fmt.Fprint(p.out, "\n")
 }
 
-// clear erases the line, for a command that failed: its error follows.
+// clear erases the line, for a command that failed (its error follows) or
+// that prints a line of its own (stdout may be the same terminal); the next
+// set draws it again at once.
 func (p *progress) clear() {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.eraseLocked()
+}
+
+func (p *progress) eraseLocked() {
 	if !p.drawn.IsZero() {
 		fmt.Fprint(p.out, "\r\x1b[K")
+		p.drawn = time.Time{}
 	}
+}
+
+// around returns w (the terminal the line is on, for the log records) so
+// that each write first erases the line and then draws it again below what
+// was written, instead of running on from its end. On a nil progress it
+// returns w.
+func (p *progress) around(w io.Writer) io.Writer {
+	if p == nil {
+		return w
+	}
+	return progressAround{p: p, w: w}
+}
+
+type progressAround struct {
+	p *progress
+	w io.Writer
+}
+
+func (a progressAround) Write(b []byte) (int, error) {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	drawn := !a.p.drawn.IsZero()
+	a.p.eraseLocked()
+	n, err := a.w.Write(b)
+	if drawn {
+		a.p.draw(a.p.now())
+	}
+	return n, err
 }
 
 // draw rewrites the line in place: carriage return, the text cut to the

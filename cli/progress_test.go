@@ -27,6 +27,13 @@ import (
 // and everything the terminal received, read from the master side.
 func (h *harness) runTTY(cols uint16, args ...string) (stdout, terminal string, err error) {
 	h.t.Helper()
+	return h.runOnTTY(cols, false, args...)
+}
+
+// runOnTTY is runTTY, with stdout on the terminal too when both is set (a
+// person running the command in a shell), returned in terminal.
+func (h *harness) runOnTTY(cols uint16, both bool, args ...string) (stdout, terminal string, err error) {
+	h.t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		h.t.Fatalf("open a pseudo-terminal: %v", err)
@@ -48,7 +55,11 @@ func (h *harness) runTTY(cols uint16, args ...string) (stdout, terminal string, 
 		h.t.Fatal(err)
 	}
 	var o syncBuffer
-	root := NewRootCommand(&Opts{Checks: reg, Out: &o, Err: tty, lookupEnv: envOf(h.env)})
+	var out io.Writer = &o
+	if both {
+		out = tty
+	}
+	root := NewRootCommand(&Opts{Checks: reg, Out: out, Err: tty, lookupEnv: envOf(h.env)})
 	if h.config != "" {
 		args = append([]string{"--config", h.config}, args...)
 	}
@@ -148,6 +159,32 @@ func TestProgressOnATerminal(t *testing.T) {
 		// The final state ends the line (the terminal turns \n into \r\n).
 		if !strings.HasSuffix(terminal, "\x1b[K\r\n") {
 			t.Errorf("%s: the terminal output does not end with the progress line ended:\n%q", what, terminal)
+		}
+	}
+
+	// With stdout on the same terminal, as in a shell, what the command
+	// prints starts on a line of its own: the progress line is erased or
+	// ended first, never continued.
+	path2 := filepath.Join(t.TempDir(), "prescient.db")
+	h2 := sqliteHarness(t, path2, "retry:\n  max_failures: 1\n")
+	for _, tc := range progressCases(t, path2) {
+		if tc.args[0] == "copy" {
+			continue // its target, emptied once, is the loop's above
+		}
+		if tc.args[0] == "sweep" {
+			overdueJobs(t, path2, 2)
+		}
+		_, terminal, err := h2.runOnTTY(200, true, tc.args...)
+		if err != nil {
+			t.Fatalf("%s: %v\nterminal:\n%q", tc.args[0], err, terminal)
+		}
+		drawn := regexp.MustCompile(`^` + regexp.QuoteMeta(tc.args[0]+": ") + `.* \(\d+s\)$`)
+		for l := range strings.SplitSeq(terminal, "\r\n") {
+			shown := l[strings.LastIndex(l, "\r")+1:] // a carriage return draws over what came before it
+			shown = strings.ReplaceAll(shown, "\x1b[K", "")
+			if strings.HasPrefix(shown, tc.args[0]+": ") && !drawn.MatchString(shown) {
+				t.Errorf("%s, stdout and stderr on one terminal: the progress line runs into the output: %q", tc.args[0], shown)
+			}
 		}
 	}
 

@@ -65,6 +65,9 @@ type env struct {
 	// declared is what declare (declared.go) added to opts.Checks: the
 	// checks of the configuration's checks section.
 	declared *declared
+	// progress, when set (by a command that draws one), is the progress
+	// line on opts.Err: the log records go around it.
+	progress *progress
 }
 
 // NewRootCommand returns the `prescient` command with every subcommand. It
@@ -167,11 +170,12 @@ func (e *env) config() (*Config, error) {
 func (e *env) logger(cfg *Config) *slog.Logger {
 	level, _ := cfg.logLevel() // validated
 	ho := &slog.HandlerOptions{Level: level}
+	out := e.progress.around(e.opts.Err)
 	if cfg.Log.Format == "json" {
 		ho.ReplaceAttr = durationText
-		return slog.New(slog.NewJSONHandler(e.opts.Err, ho))
+		return slog.New(slog.NewJSONHandler(out, ho))
 	}
-	return slog.New(slog.NewTextHandler(e.opts.Err, ho))
+	return slog.New(slog.NewTextHandler(out, ho))
 }
 
 // durationText writes a duration attribute as its Go duration string.

@@ -50,6 +50,7 @@ document for scripts ({"mode", "slots", "jobs", "to"}).`,
 				return err
 			}
 			prog := newProgress(cmd.ErrOrStderr(), "sweep")
+			e.progress = prog
 			var counts *sweepProgress
 			if prog != nil {
 				// Only this command's client is built from e: the counts
