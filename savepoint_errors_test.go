@@ -100,6 +100,45 @@ func TestStatementThatDoesNotParseFailsItsCheckAlone(t *testing.T) {
 	})
 }
 
+// An argument that cannot be encoded (here a Go type the driver does not
+// know; as well a value out of its column's range) fails its check alone,
+// also when the statement ran on the connection before with arguments that
+// encoded: the batch that would send it after the check's SAVEPOINT is not
+// sent (pgx closes the connection when an argument fails to encode after a
+// SAVEPOINT was queued in its batch).
+func TestArgumentThatDoesNotEncodeFailsItsCheckAlone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			var stage any = "alert"
+			if j.Key == "b-bad" {
+				stage = struct{ C chan int }{}
+			}
+			_, err := j.Tx.Exec(ctx, "INSERT INTO alerts (entity_key, stage) VALUES ($1, $2)", j.Key, stage)
+			return time.Time{}, err
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(cfg *prescient.Config) {
+			oneGroup(cfg)
+			cfg.SavepointEveryCheck = true
+		})
+		for _, k := range []string{"a-ok", "b-bad", "c-ok"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		if _, err := c.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z")); err != nil {
+			t.Fatalf("fire: %v (one check's argument failed the group)", err)
+		}
+		if n := h.count("SELECT * FROM alerts"); n != 2 {
+			t.Errorf("%d alerts committed, want 2 (a-ok, c-ok)", n)
+		}
+		wantOutcome(t, c, "a-ok", history.Done, 1)
+		wantOutcome(t, c, "c-ok", history.Done, 1)
+		if j := wantPending(t, c, "b-bad", "c"); j.FailureCount != 1 {
+			t.Errorf("b-bad: %d failures, last error %q; want 1", j.FailureCount, j.LastError)
+		}
+	})
+}
+
 // A check that issues its first statement with a context already ended (one
 // of its own, or its guard's just as it ends) gets the context's error; the
 // checks before it keep their writes and the checks after it run.

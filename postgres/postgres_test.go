@@ -866,3 +866,75 @@ func TestSQLScheduleUsesStatementTime(t *testing.T) {
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// In a group with a savepoint per check, a statement the server cannot
+// parse and an argument that cannot be encoded fail their checks alone,
+// whatever way the pool's connections run statements (pgx's query exec
+// modes differ in what a batch sends before it runs: the pipelined modes
+// prepare or describe every statement first, the simple protocol parses the
+// whole batch, QueryExecModeExec builds every argument first).
+func TestSavepointBatchesInEveryExecMode(t *testing.T) {
+	t.Parallel()
+	modes := map[string]pgx.QueryExecMode{
+		"cache_statement": pgx.QueryExecModeCacheStatement, "cache_describe": pgx.QueryExecModeCacheDescribe,
+		"describe_exec": pgx.QueryExecModeDescribeExec, "exec": pgx.QueryExecModeExec, "simple_protocol": pgx.QueryExecModeSimpleProtocol,
+	}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			url, schema := pgtest.Schema(t)
+			cfg, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close) // the pool stays the caller's
+			s := postgres.New(pool, &postgres.Opts{Schema: schema})
+			t.Cleanup(s.Close)
+			if err := s.Migrate(t.Context()); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			if _, err := pool.Exec(t.Context(), `CREATE TABLE alerts (order_id text PRIMARY KEY, n int2 NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			reg := &checks.Registry{}
+			if err := reg.Register("unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+				var n any = 1
+				switch j.Key {
+				case "2":
+					_, err := j.Tx.Exec(ctx, `INSERT INTO alerts (order_id, no_such_column) VALUES ($1, 1)`, j.Key)
+					return time.Time{}, err
+				case "4":
+					n = 70_000 // out of int2's range
+				case "6":
+					n = struct{ C chan int }{}
+				}
+				_, err := j.Tx.Exec(ctx, `INSERT INTO alerts (order_id, n) VALUES ($1, $2)`, j.Key, n)
+				return time.Time{}, err
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+			c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute},
+				Checks: reg, Workers: 1, SavepointEveryCheck: true, Now: func() time.Time { return slotAt }, Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each bad check follows one that succeeded, whose RELEASE would
+			// go in the bad one's batch.
+			scheduleAt(t, s, slotAt, "1", "2", "3", "4", "5", "6", "7")
+			rec, err := c.FireSlot(t.Context(), slotAt)
+			if err != nil || rec.Failures != 3 || rec.Outcomes[history.Done] != 4 {
+				t.Fatalf("fire: %+v, %v; want 4 done and 3 failures, no error", rec, err)
+			}
+			var alerts int
+			if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM alerts`).Scan(&alerts); err != nil || alerts != 4 {
+				t.Errorf("alerts: %d, %v; want 4 (orders 1, 3, 5 and 7)", alerts, err)
+			}
+		})
+	}
+}

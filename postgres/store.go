@@ -79,6 +79,9 @@ type Store struct {
 	// maxConns is the pool's cap, for Features (pool.Config copies the
 	// whole configuration).
 	maxConns int
+	// mode is how the pool's connections run statements
+	// (pgx.ConnConfig.DefaultQueryExecMode), for procTx.send.
+	mode pgx.QueryExecMode
 }
 
 var _ driver.Driver = (*Store)(nil)
@@ -278,7 +281,8 @@ func refusePooler(ctx context.Context, cfg *pgx.ConnConfig, schema string) error
 // whatever it is; Migrate refuses a pool whose encoding is another).
 // opts.MaxConns is ignored. opts may be nil.
 func New(pool *pgxpool.Pool, opts *Opts) *Store {
-	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns)}
+	cfg := pool.Config()
+	s := &Store{pool: pool, maxConns: int(cfg.MaxConns), mode: cfg.ConnConfig.DefaultQueryExecMode}
 	if opts != nil {
 		s.schema = opts.Schema
 	}

@@ -35,12 +35,15 @@ const (
 //
 // The savepoint statements around each check cost a round trip each when sent
 // on their own, as many as the check's own statements. So they wait in
-// pending and go with the check's next statement, in one pgx batch; a
-// savepoint is opened only when its check runs a statement, and the RELEASE
-// of the last one is left to COMMIT. A check that looks one row up and writes
-// one therefore costs two round trips, savepoint included.
+// pending and go with the check's next statement, in one pgx batch, when
+// nothing in the batch can fail before the savepoint is in place (see send);
+// a savepoint is opened only when its check runs a statement, and the
+// RELEASE of the last one is left to COMMIT. A check that looks one row up
+// and writes one therefore costs two round trips, savepoint included, once
+// its statements have run on the connection.
 type procTx struct {
-	tx pgx.Tx
+	tx   pgx.Tx
+	mode pgx.QueryExecMode // the connection's
 	// pending are savepoint statements not sent yet, in order.
 	pending []string
 	// open: a savepoint is open (Savepoint was called and not yet ended);
@@ -59,7 +62,7 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", interpretError(ctx, err))
 	}
-	return &procTx{tx: tx}, nil
+	return &procTx{tx: tx, mode: s.mode}, nil
 }
 
 // claimSQL locks the jobs among $1 still due in $2 with FOR UPDATE, for the
@@ -182,32 +185,43 @@ func (t *procTx) control() []string {
 // whatever becomes of the check's context, but not forever.
 const controlTimeout = 10 * time.Second
 
-// knownKey is the key, in a connection's pgconn.PgConn.CustomData, of the
-// statements of checks that ran on it without an error; knownMax bounds how
-// many it keeps (pgx's statement cache holds 512 by default), so that checks
-// whose SQL text varies cannot grow it without end: it starts again empty.
+// describedKey is the key, in a connection's pgconn.PgConn.CustomData, of
+// the statements of checks that ran on it (their descriptions: see send);
+// describedMax bounds how many it keeps (pgx's statement cache holds 512 by
+// default), so that checks whose SQL text varies cannot grow it without end:
+// it starts again empty.
 const (
-	knownKey = "prescient.check_statements"
-	knownMax = 512
+	describedKey = "prescient.check_statements"
+	describedMax = 512
 )
 
-// known reports whether sql ran on the transaction's connection before, so
-// that it parses there and pgx has prepared it.
-func (t *procTx) known(sql string) bool {
-	m, _ := t.tx.Conn().PgConn().CustomData()[knownKey].(map[string]struct{})
-	_, ok := m[sql]
-	return ok
+// described returns the description of sql recorded on the transaction's
+// connection, and whether sql ran there: then it parses there. The
+// description is nil where pgx runs statements without one.
+func (t *procTx) described(sql string) (*pgconn.StatementDescription, bool) {
+	m, _ := t.tx.Conn().PgConn().CustomData()[describedKey].(map[string]*pgconn.StatementDescription)
+	sd, ok := m[sql]
+	return sd, ok
 }
 
-// learn records that sql ran on the transaction's connection.
-func (t *procTx) learn(sql string) {
+// describe records sql, and its description sd, on the transaction's
+// connection.
+func (t *procTx) describe(sql string, sd *pgconn.StatementDescription) {
 	data := t.tx.Conn().PgConn().CustomData()
-	m, _ := data[knownKey].(map[string]struct{})
-	if m == nil || len(m) >= knownMax {
-		m = make(map[string]struct{})
-		data[knownKey] = m
+	m, _ := data[describedKey].(map[string]*pgconn.StatementDescription)
+	if m == nil || len(m) >= describedMax {
+		m = make(map[string]*pgconn.StatementDescription)
+		data[describedKey] = m
 	}
-	m[sql] = struct{}{}
+	m[sql] = sd
+}
+
+// forget drops what describe recorded of sql, after a statement of it
+// failed: pgx then forgets its own description too (the table may have
+// changed), and send describes it again before batching it.
+func (t *procTx) forget(sql string) {
+	m, _ := t.tx.Conn().PgConn().CustomData()[describedKey].(map[string]*pgconn.StatementDescription)
+	delete(m, sql)
 }
 
 // flush sends what control returns, on its own, in one round trip.
@@ -245,27 +259,56 @@ func (t *procTx) fail(err error) error {
 
 // send runs one statement of a check after the pending savepoint
 // statements, in one batch, and returns the batch with the statement's result
-// next to read. A savepoint statement that fails breaks the transaction.
+// next to read. A savepoint statement that fails breaks the transaction, the
+// writes of the checks before included; so the batch is sent only when
+// nothing in it can fail before the check's savepoint is in place:
 //
-// The savepoint statements go first, on their own, when the statement has
-// not run on this connection before (see learn): pgx prepares a batch's new
-// statements before it runs any of them, so a statement the server cannot
-// parse (a missing column, a typo) would fail before the SAVEPOINT ran,
-// aborting the transaction with no savepoint to return to: every check of the
-// group would lose its writes for one check's mistake. So does a ROLLBACK TO:
-// until it has run, the transaction is aborted, and the server refuses to
-// even parse the batch's other statements. A check whose context has ended
-// gets its context's error, and its savepoint statements wait: they must not
-// fail for it.
+//   - A ROLLBACK TO goes first, on its own: until it has run, the
+//     transaction is aborted, and the server refuses to even parse the
+//     batch's other statements.
+//   - A statement that has not run on this connection before goes on its
+//     own after the savepoint statements: pgx prepares a batch's new
+//     statements before it runs any of them (and the simple protocol parses
+//     the whole batch first), so one the server cannot parse (a misspelt
+//     column) would abort the transaction with no savepoint to return to.
+//     Where pgx prepares statements it is also described then, for the next
+//     point.
+//   - The statement's arguments are encoded first, as the batch will
+//     encode them: pgx closes the connection when an argument fails to
+//     encode after a batch's SAVEPOINT was queued ahead of it (a value out
+//     of its column's range, a Go type it cannot encode); the check gets the
+//     error, with nothing sent.
+//   - With the simple protocol, the statement always goes on its own: pgx
+//     writes a batch's arguments into its text, and one that does not
+//     convert fails the whole batch, savepoint statements included.
+//   - A check whose context has ended gets its context's error, and its
+//     savepoint statements wait; those sent on their own run whatever
+//     becomes of the check's context, within controlTimeout.
 func (t *procTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if slices.Contains(t.pending, rollbackToSQL) || !t.known(sql) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
-		err := t.flush(fctx, t.control())
-		cancel()
-		if err != nil {
+	if slices.Contains(t.pending, rollbackToSQL) {
+		if err := t.flushOwn(ctx, t.pending); err != nil {
+			return nil, err
+		}
+		t.pending = nil
+	}
+	sd, known := t.described(sql)
+	if !known || t.mode == pgx.QueryExecModeSimpleProtocol {
+		if err := t.flushOwn(ctx, t.control()); err != nil {
+			return nil, err
+		}
+		if t.pipelined() {
+			var err error
+			if sd, err = t.tx.Conn().Prepare(ctx, "", sql); err != nil {
+				return nil, interpretError(ctx, err) // the check's: its savepoint is in place
+			}
+		}
+		t.describe(sql, sd)
+	} else if t.pipelined() || t.mode == pgx.QueryExecModeExec {
+		var eqb pgx.ExtendedQueryBuilder
+		if err := eqb.Build(t.tx.Conn().TypeMap(), sd, args); err != nil {
 			return nil, err
 		}
 	}
@@ -285,6 +328,21 @@ func (t *procTx) send(ctx context.Context, sql string, args []any) (pgx.BatchRes
 	return br, nil
 }
 
+// pipelined reports whether pgx sends a batch in a pipeline that prepares
+// or describes its statements (every mode but the simple protocol and
+// QueryExecModeExec).
+func (t *procTx) pipelined() bool {
+	return t.mode != pgx.QueryExecModeSimpleProtocol && t.mode != pgx.QueryExecModeExec
+}
+
+// flushOwn sends ctl on its own under a context that the check's ending
+// does not cancel, bounded by controlTimeout.
+func (t *procTx) flushOwn(ctx context.Context, ctl []string) error {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+	defer cancel()
+	return t.flush(fctx, ctl)
+}
+
 // Exec runs a check's statement.
 func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	if err := t.usable(); err != nil {
@@ -292,21 +350,22 @@ func (t *procTx) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 	}
 	if len(t.pending) == 0 && (!t.open || t.sent) {
 		tag, err := t.tx.Exec(ctx, sql, args...)
-		if err == nil {
-			t.learn(sql)
+		if err != nil {
+			t.forget(sql)
 		}
 		return tag.RowsAffected(), interpretError(ctx, err)
 	}
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
+		t.forget(sql)
 		return 0, err
 	}
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		t.learn(sql)
+	if err != nil {
+		t.forget(sql)
 	}
 	return tag.RowsAffected(), interpretError(ctx, err)
 }
@@ -320,22 +379,23 @@ func (t *procTx) Query(ctx context.Context, sql string, args ...any) (driver.Row
 	if len(t.pending) == 0 && (!t.open || t.sent) {
 		rows, err := t.tx.Query(ctx, sql, args...)
 		if err != nil {
+			t.forget(sql)
 			return nil, interpretError(ctx, err)
 		}
-		t.learn(sql) // it parsed: pgx prepares a statement before it runs it
-		return &pgRows{ctx: ctx, rows: rows}, nil
+		return &pgRows{ctx: ctx, t: t, sql: sql, rows: rows}, nil
 	}
 	br, err := t.send(ctx, sql, args)
 	if err != nil {
+		t.forget(sql)
 		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
+		t.forget(sql)
 		return nil, interpretError(ctx, err)
 	}
-	t.learn(sql)
-	return &pgRows{ctx: ctx, rows: rows, batch: br}, nil
+	return &pgRows{ctx: ctx, t: t, sql: sql, rows: rows, batch: br}, nil
 }
 
 // QueryRow runs a query and keeps its first row's raw values, so that the
@@ -488,6 +548,8 @@ func (rawTx) Rollback(context.Context) error { return errRawEnd }
 // pgRows is a check's query result, closing its batch with it.
 type pgRows struct {
 	ctx   context.Context // the query's
+	t     *procTx
+	sql   string
 	rows  pgx.Rows
 	batch pgx.BatchResults
 	err   error
@@ -533,6 +595,9 @@ func (r *pgRows) Close() {
 		if err := r.batch.Close(); r.err == nil {
 			r.err = err
 		}
+	}
+	if r.err != nil {
+		r.t.forget(r.sql)
 	}
 	r.err = interpretError(r.ctx, r.err)
 }
