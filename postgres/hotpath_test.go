@@ -90,24 +90,8 @@ func (r *roundTrips) reset() (n, commits int) {
 // counts its round trips.
 func tracedStore(t *testing.T) (*postgres.Store, *roundTrips) {
 	t.Helper()
-	url, schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // the pool stays the caller's
-	s := postgres.New(pool, &postgres.Opts{Schema: schema})
-	t.Cleanup(s.Close)
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	s, _ := storeOnPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = rt })
 	return s, rt
 }
 

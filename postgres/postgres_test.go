@@ -614,25 +614,10 @@ func TestRawTransactionRefusesToEnd(t *testing.T) {
 // overran still counts a failure, recorded in a fresh transaction.
 func TestEngineWithPgxDefaultCancellation(t *testing.T) {
 	t.Parallel()
-	url, schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	// pgx's default: a cancelled query closes the connection and cancels the
 	// server session asynchronously, so its locks may outlive the transaction
 	// the engine sees die, and New must cope with such a pool.
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // the pool stays the caller's
-	s := postgres.New(pool, &postgres.Opts{Schema: schema})
-	t.Cleanup(s.Close)
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	s, _ := storeOnPool(t, nil)
 	scheduleAt(t, s, slotAt, "1")
 	testOverrunOnAStatement(t, s)
 }
@@ -882,23 +867,7 @@ func TestSavepointBatchesInEveryExecMode(t *testing.T) {
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			url, schema := pgtest.Schema(t)
-			cfg, err := pgxpool.ParseConfig(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-			cfg.ConnConfig.DefaultQueryExecMode = mode
-			pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close) // the pool stays the caller's
-			s := postgres.New(pool, &postgres.Opts{Schema: schema})
-			t.Cleanup(s.Close)
-			if err := s.Migrate(t.Context()); err != nil {
-				t.Fatalf("migrate: %v", err)
-			}
+			s, pool := storeOnPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 			if _, err := pool.Exec(t.Context(), `CREATE TABLE alerts (order_id text PRIMARY KEY, n int2 NOT NULL)`); err != nil {
 				t.Fatal(err)
 			}
@@ -937,4 +906,30 @@ func TestSavepointBatchesInEveryExecMode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeOnPool opens a migrated store, with New, over a pool of its own on a
+// schema of its own, its configuration adjusted by mod (which may be nil).
+func storeOnPool(t *testing.T, mod func(*pgxpool.Config)) (*postgres.Store, *pgxpool.Pool) {
+	t.Helper()
+	url, schema := pgtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	if mod != nil {
+		mod(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // the pool stays the caller's
+	s := postgres.New(pool, &postgres.Opts{Schema: schema})
+	t.Cleanup(s.Close)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s, pool
 }
