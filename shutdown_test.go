@@ -135,23 +135,32 @@ func TestStatementCancelledByStopIsNoStoreError(t *testing.T) {
 		rec := &recorder{}
 		clk := newClock("2026-03-10T10:00:00Z")
 		c := h.client(clk, &checks.Registry{}, func(c *prescient.Config) { c.Observer = rec })
-		cancelledTick := func(what string) {
+		// cancelledWhileBlocked runs op with a context it ends once op's
+		// statement waits for the held ledger, and returns op's error.
+		cancelledWhileBlocked := func(what string, op func(context.Context) error) error {
 			t.Helper()
 			release := holdLedger(t, h)
 			defer release()
 			ctx, cancel := context.WithCancel(context.Background())
-			stopped := time.AfterFunc(300*time.Millisecond, cancel) // while the tick waits for the ledger
-			defer stopped.Stop()
-			c.Tick(ctx)
-			if ctx.Err() == nil {
-				t.Fatalf("%s: the tick returned before its context ended: the ledger was not held", what)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- op(ctx) }()
+			waitBlocked(t, h)
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned before its context ended (%v): the ledger was not held", what, err)
+			default:
 			}
+			cancel()
+			err := <-done
 			_, _, _, errs := rec.take()
 			for _, e := range errs {
 				t.Errorf("%s: store error reported for the client's own cancellation: %s: %v", what, e.Op, e.Err)
 			}
+			return err
 		}
-		cancelledTick("first tick")
+		tick := func(ctx context.Context) error { c.Tick(ctx); return nil }
+		cancelledWhileBlocked("first tick", tick)
 		if err := c.Ready(); err == nil || err.Error() != "prescient: not started" {
 			t.Errorf("readiness after a cancelled first tick: %v, want only \"prescient: not started\"", err)
 		}
@@ -160,26 +169,40 @@ func TestStatementCancelledByStopIsNoStoreError(t *testing.T) {
 			t.Fatalf("tick: store errors %v, readiness %v", errs, c.Ready())
 		}
 		clk.Add(time.Hour) // four slots missed
-		cancelledTick("tick after missed slots")
+		cancelledWhileBlocked("tick after missed slots", tick)
 		if err := c.Ready(); err != nil {
 			t.Errorf("readiness after a cancelled tick: %v, want ready", err)
 		}
 
-		release := holdLedger(t, h)
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := time.AfterFunc(300*time.Millisecond, cancel)
-		defer stopped.Stop()
-		if err := c.Heartbeat(ctx); !errors.Is(err, context.Canceled) {
+		if err := cancelledWhileBlocked("heartbeat", c.Heartbeat); !errors.Is(err, context.Canceled) {
 			t.Errorf("heartbeat cut short: %v, want context.Canceled", err)
-		}
-		release()
-		if _, _, _, errs := rec.take(); len(errs) > 0 {
-			t.Errorf("heartbeat cut short: store errors %v", errs)
 		}
 		if err := c.Ready(); err != nil {
 			t.Errorf("readiness after a cancelled heartbeat: %v, want ready", err)
 		}
 	})
+}
+
+// waitBlocked returns once a statement waits for the lock holdLedger holds.
+// PostgreSQL shows the waiting lock; SQLite's busy handler waits inside the
+// library, where nothing shows it, so there it gives the statement a moment
+// to start waiting (the caller then checks that it is still waiting).
+func waitBlocked(t *testing.T, h *harness) {
+	t.Helper()
+	if _, ok := h.store.(*postgres.Store); !ok {
+		time.Sleep(300 * time.Millisecond)
+		return
+	}
+	for end := time.Now().Add(20 * time.Second); ; {
+		if h.count(`SELECT 1 FROM pg_locks WHERE NOT granted
+			AND relation IN ('prescient_slots'::regclass, 'prescient_servers'::regclass)`) > 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatal("no statement waited for the held ledger within 20s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, with a bound
+	}
 }
 
 // holdLedger holds the write lock of h's slot ledger and servers table from

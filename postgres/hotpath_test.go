@@ -15,7 +15,6 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/history"
-	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -91,7 +90,7 @@ func (r *roundTrips) reset() (n, commits int) {
 func tracedStore(t *testing.T) (*postgres.Store, *roundTrips) {
 	t.Helper()
 	rt := &roundTrips{}
-	s, _ := storeOnPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = rt })
+	s, _ := storeOnPool(t, func(cfg *pgxpool.Config, _ string) { cfg.ConnConfig.Tracer = rt })
 	return s, rt
 }
 
@@ -194,24 +193,13 @@ func testRoundTripsPerCheck(t *testing.T, savepoints bool) {
 // they do not.
 func TestPlansHoldWhenJobsArriveAfterStart(t *testing.T) {
 	t.Parallel()
-	url, schema := pgtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-	cfg.ConnConfig.RuntimeParams["application_name"] = "plans-" + schema
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close) // the pool stays the caller's
-	s := postgres.New(pool, &postgres.Opts{Schema: schema})
-	t.Cleanup(s.Close)
+	var schema string
+	s, pool := storeOnPool(t, func(cfg *pgxpool.Config, sch string) {
+		schema = sch
+		cfg.ConnConfig.RuntimeParams["application_name"] = "plans-" + sch
+	})
+	url := pool.Config().ConnString()
 	ctx := t.Context()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(ctx, `ALTER TABLE prescient_jobs SET (autovacuum_enabled = false); ANALYZE prescient_jobs`); err != nil {
 		t.Fatal(err)
 	}

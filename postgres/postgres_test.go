@@ -867,7 +867,7 @@ func TestSavepointBatchesInEveryExecMode(t *testing.T) {
 	for name, mode := range modes {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, pool := storeOnPool(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
+			s, pool := storeOnPool(t, func(cfg *pgxpool.Config, _ string) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 			if _, err := pool.Exec(t.Context(), `CREATE TABLE alerts (order_id text PRIMARY KEY, n int2 NOT NULL)`); err != nil {
 				t.Fatal(err)
 			}
@@ -909,8 +909,9 @@ func TestSavepointBatchesInEveryExecMode(t *testing.T) {
 }
 
 // storeOnPool opens a migrated store, with New, over a pool of its own on a
-// schema of its own, its configuration adjusted by mod (which may be nil).
-func storeOnPool(t *testing.T, mod func(*pgxpool.Config)) (*postgres.Store, *pgxpool.Pool) {
+// schema of its own, its configuration adjusted by mod (which may be nil; it
+// is given the schema's name).
+func storeOnPool(t *testing.T, mod func(cfg *pgxpool.Config, schema string)) (*postgres.Store, *pgxpool.Pool) {
 	t.Helper()
 	url, schema := pgtest.Schema(t)
 	cfg, err := pgxpool.ParseConfig(url)
@@ -919,7 +920,7 @@ func storeOnPool(t *testing.T, mod func(*pgxpool.Config)) (*postgres.Store, *pgx
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	if mod != nil {
-		mod(cfg)
+		mod(cfg, schema)
 	}
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	if err != nil {
