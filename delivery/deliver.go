@@ -275,9 +275,16 @@ func (d *Deliverer) attempt(hard context.Context, t *Target, dl *Delivery) {
 		err    error
 	)
 	if dl.Attempts > t.MaxAttempts {
-		// The last attempt allowed never recorded a result (its server
-		// died while sending): no more.
-		err = fmt.Errorf("attempt %d of %d recorded no result (its server stopped while sending)", dl.Attempts-1, t.MaxAttempts)
+		// No attempt left: the last one allowed never recorded a result
+		// (its server died while sending), or max_attempts was lowered
+		// since. Which, the delivery does not tell; the last result
+		// recorded is kept either way.
+		last := dl.LastError
+		if last == "" {
+			last = "none"
+		}
+		err = fmt.Errorf("no attempt left: %d started, max_attempts is %d (an attempt whose server stopped while sending records no result); last result recorded: %s",
+			dl.Attempts-1, t.MaxAttempts, last)
 		p.Attempts = t.MaxAttempts
 		p.Status, p.Err = dl.LastStatus, err.Error()
 		p.State = driver.DeliveryDead

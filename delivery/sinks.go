@@ -2,12 +2,16 @@ package delivery
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 )
 
 // Log writes one line per event to Logger (nil: slog.Default()), at Info,
-// with the event's fields as attributes. It never fails.
+// with the event's fields as attributes, whatever level the logger lets
+// through: a server logging at warn must not record as delivered an event it
+// wrote nowhere. It fails only if the logger's handler does.
 type Log struct {
 	Logger *slog.Logger
 }
@@ -27,7 +31,13 @@ func (l *Log) Deliver(ctx context.Context, d *Delivery) (int, error) {
 	if len(e.Payload) > 0 {
 		attrs = append(attrs, "payload", string(e.Payload))
 	}
-	log.InfoContext(ctx, "event", attrs...)
+	// Handle, not InfoContext: the logger's level decides what the server
+	// says about itself, not whether an event reaches the sink.
+	r := slog.NewRecord(time.Now(), slog.LevelInfo, "event", 0)
+	r.Add(attrs...)
+	if err := log.Handler().Handle(ctx, r); err != nil {
+		return 0, fmt.Errorf("log sink: %w", err)
+	}
 	return 0, nil
 }
 

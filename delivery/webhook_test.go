@@ -335,3 +335,42 @@ func TestLastAttemptWithoutResultEndsDead(t *testing.T) {
 		t.Error("a delivery past its attempts was sent")
 	}
 }
+
+// An operator lowers a webhook sink's max_attempts (10 to 3) while a
+// delivery has already failed 3 times, each with a recorded result (HTTP
+// 500). At the next claim the delivery ends dead, which is fair, but its
+// last error once became "attempt 3 of 3 recorded no result (its server
+// stopped while sending)": false, and the receiver's answer was gone.
+func TestLoweredMaxAttemptsKeepsTheRealReason(t *testing.T) {
+	drv := openSQLite(t)
+	clk := newClock()
+	rc := newReceiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		http.Error(w, "receiver says no", http.StatusInternalServerError)
+	})
+	ik := record(t, drv, "11", "alert", clk.Now(), "hook")
+	d := newDeliverer(t, drv, clk, webhookTarget(rc.URL, clk, 10, time.Second))
+	for range 3 {
+		if n := deliverDue(t, d, "hook"); n != 1 {
+			t.Fatalf("%d due, want 1", n)
+		}
+		clk.Set(clk.Now().Add(2 * time.Hour))
+	}
+	before := deliveryOf(t, drv, ik, "hook")
+	if before.Attempts != 3 || !strings.Contains(before.LastError, "HTTP 500") {
+		t.Fatalf("after 3 failed attempts: %+v", before)
+	}
+	// The same sink, now with max_attempts 3.
+	d = newDeliverer(t, drv, clk, webhookTarget(rc.URL, clk, 3, time.Second))
+	deliverDue(t, d, "hook")
+	after := deliveryOf(t, drv, ik, "hook")
+	if after.State != driver.DeliveryDead {
+		t.Fatalf("after max_attempts lowered to 3: %+v, want dead", after)
+	}
+	if strings.Contains(after.LastError, "recorded no result") || !strings.Contains(after.LastError, "HTTP 500") {
+		t.Errorf("dead delivery's last error %q: want the receiver's answer (HTTP 500 receiver says no), "+
+			"not a claim that attempt 3 recorded no result (it recorded %q)", after.LastError, before.LastError)
+	}
+	if n := len(rc.requests()); n != 3 {
+		t.Errorf("%d requests, want 3: none after max_attempts was lowered", n)
+	}
+}
