@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient"
@@ -98,8 +99,11 @@ func (e *env) apiToken(cfg *Config) (string, error) {
 		return "", nil
 	}
 	name := cfg.API.TokenEnv
-	if token, _ := e.opts.lookupEnv(name); token != "" {
-		return token, nil
+	// Surrounding white space is not part of the token: a secret file's
+	// trailing newline would otherwise make a token no request can carry
+	// (the handler trims what a request sends).
+	if token, _ := e.opts.lookupEnv(name); strings.TrimSpace(token) != "" {
+		return strings.TrimSpace(token), nil
 	}
 	return "", cfg.apiError("api.token_env", fmt.Errorf("the environment variable %s is not set or empty: api.listen serves the API, "+
 		"and every request must carry the bearer token it holds (set %s to a long random secret, e.g. $(openssl rand -hex 32))", name, name))

@@ -352,3 +352,31 @@ func TestAPIConfigErrors(t *testing.T) {
 		t.Errorf("api without listen: %v", err)
 	}
 }
+
+// The API token comes from an environment variable, often filled from a
+// secrets file that ends in a newline (env files and secret mounts keep
+// it). No request can carry a newline in a header, and the handler trims
+// the token it receives, so run must take the token without the white
+// space around it: it once served the API and answered every request 401
+// "the bearer token is not valid", with nothing at start-up saying why.
+func TestAPITokenWithTrailingNewline(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database: {path: "+path+"}\nlog: {format: json}\napi:\n  listen: \"127.0.0.1:0\"\n")}
+	h.mustRun("migrate")
+	h.env[APITokenEnvDefault] = apiTestToken + "\n"
+	run := startAPIRun(t, h.env, h.config)
+	var addr string
+	select {
+	case addr = <-run.log.addr:
+	case err := <-run.done:
+		run.done <- err
+		t.Fatalf("run with a token ending in a newline returned %v, want it served", err)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("run did not serve the API; logs:\n%s", run.log.String())
+	}
+	status, body := call(t, "GET", "http://"+addr+"/v1/jobs/order/42", "")
+	if status != http.StatusOK {
+		t.Fatalf("%s=%q (the token and a newline): run served the API, but a request with the token got %d %s: "+
+			"no request can ever authenticate", APITokenEnvDefault, apiTestToken+"\n", status, body)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,15 +179,24 @@ func (e *env) deliverer(ctx context.Context, cfg *Config, st prescient.Store, lo
 	if err != nil {
 		return nil, err
 	}
-	if counts, err := st.Driver().DeliveryCounts(ctx, now()); err == nil {
-		for sink, c := range counts {
-			if _, ok := cfg.Sinks[sink]; !ok && c.Pending > 0 {
-				log.Warn("delivery: deliveries wait for a sink this configuration does not have; they stay pending until a server configures it",
-					"sink", sink, "pending", c.Pending)
-			}
+	warnUnconfiguredSinks(ctx, cfg, st, log, now())
+	return d, nil
+}
+
+// warnUnconfiguredSinks warns of deliveries waiting for sinks that cfg does
+// not have, with or without sinks of its own: nothing else says why they
+// never leave.
+func warnUnconfiguredSinks(ctx context.Context, cfg *Config, st prescient.Store, log *slog.Logger, now time.Time) {
+	counts, err := st.Driver().DeliveryCounts(ctx, now)
+	if err != nil {
+		return
+	}
+	for _, sink := range slices.Sorted(maps.Keys(counts)) {
+		if _, ok := cfg.Sinks[sink]; !ok && counts[sink].Pending > 0 {
+			log.Warn("delivery: deliveries wait for a sink this configuration does not have; they stay pending until a server configures it",
+				"sink", sink, "pending", counts[sink].Pending)
 		}
 	}
-	return d, nil
 }
 
 // waker wakes the Deliverer once it exists.

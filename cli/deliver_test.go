@@ -15,6 +15,9 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/delivery"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // `prescient run` delivers the events its checks raise to the configured
@@ -128,5 +131,68 @@ sinks:
 		"deliveries: console 0 pending, 1 delivered (24h), 0 dead; hook 0 pending, 1 delivered (24h), 0 dead")
 	if err := cmd(context.Background(), io.Discard, io.Discard, "deliveries", "--state", "lost"); err == nil || !strings.Contains(err.Error(), "--state") {
 		t.Errorf("deliveries --state lost: %v, want an error naming the flag", err)
+	}
+}
+
+// A server whose configuration lacks a sink that deliveries are pending for
+// warns at start-up that they stay pending, with or without sinks of its
+// own: with no sinks section at all (an operator who removed it, or a
+// server started with another file) the events once waited forever without
+// a word in the log.
+func TestRunWarnsOfPendingDeliveriesWithoutSinks(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	st, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.Driver().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: "1", Check: "order_unshipped",
+		Stage: "alert", Event: "order.unshipped", IdempotencyKey: "order/1/order_unshipped/alert", Sinks: []string{"pager"},
+		Now: time.Now().UTC()}); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	for _, tc := range []struct{ name, sinks string }{
+		{"another sink configured", "sinks:\n  console: {type: log}\n"},
+		{"no sinks section", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := &checks.Registry{}
+			if err := orders.Register(reg, orders.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			var errOut syncBuffer
+			config := writeConfig(t, "database: {path: "+path+"}\n"+tc.sinks)
+			root := NewRootCommand(&Opts{Checks: reg, Out: io.Discard, Err: &errOut, lookupEnv: envOf(map[string]string{})})
+			root.SetArgs([]string{"--config", config, "run"})
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- root.ExecuteContext(rctx) }()
+			const warning = "deliveries wait for a sink this configuration does not have"
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(errOut.String(), warning) && time.Now().Before(deadline) {
+				select {
+				case err := <-done:
+					t.Fatalf("run ended: %v\n%s", err, errOut.String())
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			cancel()
+			<-done
+			if out := errOut.String(); !strings.Contains(out, warning) || !strings.Contains(out, "sink=pager") {
+				t.Errorf("run with %s: no warning that the delivery to sink pager waits for a sink:\n%s", tc.name, out)
+			}
+		})
 	}
 }

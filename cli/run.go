@@ -148,6 +148,14 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		return err // nil: stopped before it started
 	}
 	defer closeStore()
+	if len(cfg.Sinks) == 0 {
+		// With sinks, their workers' start warns of the others.
+		now := time.Now
+		if e.opts.Now != nil {
+			now = e.opts.Now
+		}
+		warnUnconfiguredSinks(ctx, cfg, client.Store(), log, now())
+	}
 	m.Watch(client)
 	stopAPI, err := e.serveAPI(ctx, cfg, apiToken, client, log) // api.listen; on an error it has stopped client
 	if err != nil {

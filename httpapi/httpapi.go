@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,12 +79,13 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 	}
 	a := &api{client: client, opts: o, token: sha256.Sum256([]byte(o.Token))}
 	mux := http.NewServeMux()
+	jobs := a.route(http.MethodGet, a.jobs)
 	// Patterns without a method, so that a wrong method is answered by
 	// route, in JSON, rather than by the mux in text.
 	mux.Handle("/v1/schedule", a.route(http.MethodPost, a.schedule))
 	mux.Handle("/v1/cancel", a.route(http.MethodPost, a.cancel))
 	mux.Handle("/v1/resolve", a.route(http.MethodPost, a.resolve))
-	mux.Handle("/v1/jobs/{entity}/{key...}", a.route(http.MethodGet, a.jobs))
+	mux.Handle("/v1/jobs/{entity}/{key...}", jobs)
 	mux.Handle("/v1/history", a.route(http.MethodGet, a.history))
 	notFound := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound,
@@ -92,7 +95,38 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 	// Without it the mux would redirect /v1/jobs/order to /v1/jobs/order/,
 	// a job list of the empty key.
 	mux.Handle("/v1/jobs/{entity}", notFound)
-	return a.authenticate(mux)
+	return a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if entity, key, ok := dotKey(r.URL.EscapedPath()); ok {
+			r.SetPathValue("entity", entity)
+			r.SetPathValue("key", key)
+			jobs.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+}
+
+// dotKey splits a path /v1/jobs/ENTITY/KEY whose key holds a "." or ".."
+// segment, which the mux would clean away (answering with a redirect to
+// another route): such a key is valid, so the path goes to jobs as it is.
+func dotKey(escaped string) (entity, key string, ok bool) {
+	rest, found := strings.CutPrefix(escaped, "/v1/jobs/")
+	if !found {
+		return "", "", false
+	}
+	segs := strings.Split(rest, "/")
+	if len(segs) < 2 || !slices.ContainsFunc(segs[1:], func(s string) bool { return s == "." || s == ".." }) {
+		return "", "", false
+	}
+	entity, err := url.PathUnescape(segs[0])
+	if err != nil {
+		return "", "", false
+	}
+	key, err = url.PathUnescape(strings.Join(segs[1:], "/"))
+	if err != nil {
+		return "", "", false
+	}
+	return entity, key, true
 }
 
 // authenticate refuses, with 401, every request that does not carry the
