@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -28,8 +25,8 @@ type copyOpts struct {
 	toSchema string
 	pageSize int
 	json     bool
-	// leaveDeliveries copies although events still wait for delivery in
-	// the source: copy does not move events, so those are never delivered.
+	// leaveDeliveries is accepted and ignored: copy moves the events and
+	// their deliveries now, pending ones included.
 	leaveDeliveries bool
 }
 
@@ -58,18 +55,19 @@ given), then copies:
   - every pending job with its full state: first, next and last check, check
     and failure counts, last error, runtime, lateness, payload, created and
     updated times, and its id;
-  - every history record, ids included.
+  - every history record, ids included;
+  - every event in the outbox, with its deliveries in their state: the
+    events keep each stage from being raised a second time, and the
+    deliveries still pending are sent by the target's servers.
 
-Jobs and history are written in pages inside one transaction on the target:
-either all of them arrive or none do, and a failed copy can simply be run
-again. The target's id sequence is moved past the copied ids.
+Jobs, history and events are written in pages inside one transaction on the
+target: either all of them arrive or none do, and a failed copy can simply be
+run again. The target's id sequences are moved past the copied ids.
 
-copy refuses a target that already holds pending jobs or history (it never
-merges two stores) and a target that is the source itself. It does not move
-events (the outbox): it refuses while deliveries are still pending in the
-source, unless --leave-deliveries. The source is left
-as it is (an older SQLite file only has its schema brought up to date), so
-nothing is lost if you stay on it.
+copy refuses a target that already holds pending jobs, history or events (it
+never merges two stores) and a target that is the source itself. The source
+is left as it is (an older SQLite file only has its schema brought up to
+date), so nothing is lost if you stay on it.
 
 Stop every prescient server (and anything else that schedules, cancels or
 resolves) before copying: a server left running keeps firing jobs on the
@@ -85,8 +83,8 @@ Afterwards:
 
 Keep the SQLite file until you are satisfied; prescient no longer reads it.
 
-When stderr is a terminal, a progress line there counts the jobs and history
-records copied so far. --json prints what was copied as one JSON document.`,
+When stderr is a terminal, a progress line there counts the jobs, history
+records and events copied so far. --json prints what was copied as one JSON document.`,
 		Example: `  prescient copy --to postgres://app@db:5432/app
   prescient copy --config prescient.yaml --to postgres://app@db:5432/app --to-schema prescient`,
 		Args: cobra.NoArgs,
@@ -98,6 +96,10 @@ records copied so far. --json prints what was copied as one JSON document.`,
 			if err != nil {
 				return err
 			}
+			if o.leaveDeliveries {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note: --leave-deliveries is ignored: copy moves events and their deliveries, "+
+					"pending ones included, and the target's servers send them")
+			}
 			return runCopy(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, o)
 		},
 	}
@@ -105,8 +107,8 @@ records copied so far. --json prints what was copied as one JSON document.`,
 	cmd.Flags().StringVar(&o.toSchema, "to-schema", "", "PostgreSQL `SCHEMA` to copy into (default: the connection's search_path, usually public)")
 	cmd.Flags().IntVar(&o.pageSize, "page-size", copyPageSizeDefault, "copy `N` jobs or history records at a time")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print what was copied as JSON for scripts")
-	cmd.Flags().BoolVar(&o.leaveDeliveries, "leave-deliveries", false,
-		"copy although event deliveries are still pending in the source (copy does not move events: they will never be delivered)")
+	cmd.Flags().BoolVar(&o.leaveDeliveries, "leave-deliveries", false, "ignored: pending deliveries are copied")
+	_ = cmd.Flags().MarkHidden("leave-deliveries")
 	return cmd
 }
 
@@ -117,6 +119,9 @@ type copyResult struct {
 	Jobs    int    `json:"jobs"`
 	History int    `json:"history"`
 	Catalog int    `json:"catalog"`
+	Events  int    `json:"events"`
+	// PendingDeliveries counts the copied deliveries still to be sent.
+	PendingDeliveries int `json:"pending_deliveries"`
 	// Grid is the grid recorded in the target: the source's, or the
 	// configured one when the source had none.
 	Grid         slots.Grid `json:"-"`
@@ -140,9 +145,6 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		return err
 	}
 	defer src.Close()
-	if err := pendingDeliveries(ctx, errOut, src.Driver(), describeStore(cfg), o.leaveDeliveries); err != nil {
-		return err
-	}
 	dst, err := postgres.Open(ctx, o.to, &postgres.Opts{Schema: o.toSchema})
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
@@ -157,7 +159,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		prog.clear()
 		return err
 	}
-	prog.done("%d job(s), %d history record(s), %d catalog entries copied", res.Jobs, res.History, res.Catalog)
+	prog.done("%d job(s), %d history record(s), %d event(s), %d catalog entries copied", res.Jobs, res.History, res.Events, res.Catalog)
 	res.From = describeOpen(ctx, src, cfg)
 	res.To = describePostgres(o.to, o.toSchema)
 	if o.json {
@@ -168,38 +170,6 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		}{res, res.Grid.Resolution.String(), res.Grid.Offset.String()})
 	}
 	writeCopyResult(out, res)
-	return nil
-}
-
-// pendingDeliveries refuses a copy while events still wait for delivery in
-// the source, since copy does not move events (their deliveries would never
-// happen), unless leave is set: then it warns on errOut.
-func pendingDeliveries(ctx context.Context, errOut io.Writer, src driver.Driver, from string, leave bool) error {
-	counts, err := src.DeliveryCounts(ctx, time.Now())
-	if err != nil {
-		return fmt.Errorf("copy: count pending deliveries: %w", err)
-	}
-	var (
-		n     int
-		sinks []string
-	)
-	for sink, c := range counts {
-		if c.Pending > 0 {
-			n += c.Pending
-			sinks = append(sinks, sink)
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	sort.Strings(sinks)
-	what := fmt.Sprintf("%d event deliver(ies) to sink(s) %s still pending in %s, and copy does not move events",
-		n, strings.Join(sinks, ", "), from)
-	if !leave {
-		return fmt.Errorf("copy: %s: run a server on it until `prescient deliveries --state pending` lists none, "+
-			"or pass --leave-deliveries to copy without them (they will never be delivered)", what)
-	}
-	fmt.Fprintf(errOut, "warning: %s; --leave-deliveries: they will never be delivered\n", what)
 	return nil
 }
 
@@ -297,14 +267,37 @@ func copyStoreProgress(ctx context.Context, src driver.Driver, dst *postgres.Sto
 		}
 		after = recs[len(recs)-1].ID
 	}
-	prog.set("%d job(s), %d history record(s) copied; committing", res.Jobs, res.History)
+	for after := int64(0); ; {
+		events, err := src.OutboxExport(ctx, after, pageSize)
+		if err != nil {
+			return nil, fmt.Errorf("copy: read the source: %w", err)
+		}
+		if err := dst.OutboxImport(ctx, tx, events); err != nil {
+			return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
+		}
+		res.Events += len(events)
+		for _, en := range events {
+			for _, d := range en.Deliveries {
+				if d.State == driver.DeliveryPending {
+					res.PendingDeliveries++
+				}
+			}
+		}
+		prog.set("%d job(s), %d history record(s), %d event(s) copied", res.Jobs, res.History, res.Events)
+		if len(events) < pageSize {
+			break
+		}
+		after = events[len(events)-1].Event.ID
+	}
+	prog.set("%d job(s), %d history record(s), %d event(s) copied; committing", res.Jobs, res.History, res.Events)
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("copy: commit on the target (nothing was committed): %w", err)
 	}
 	return res, nil
 }
 
-// refuseNonEmpty fails unless dst holds no pending job and no history record.
+// refuseNonEmpty fails unless dst holds no pending job, no history record
+// and no event.
 func refuseNonEmpty(ctx context.Context, dst driver.Driver) error {
 	jobs, err := dst.JobsExport(ctx, 0, 1)
 	if err != nil {
@@ -314,8 +307,12 @@ func refuseNonEmpty(ctx context.Context, dst driver.Driver) error {
 	if err != nil {
 		return fmt.Errorf("copy: read the target: %w", err)
 	}
-	if len(jobs) > 0 || len(recs) > 0 {
-		return errors.New("copy: the target already holds pending jobs or history; copy only fills an empty prescient database " +
+	events, err := dst.OutboxExport(ctx, 0, 1)
+	if err != nil {
+		return fmt.Errorf("copy: read the target: %w", err)
+	}
+	if len(jobs) > 0 || len(recs) > 0 || len(events) > 0 {
+		return errors.New("copy: the target already holds pending jobs, history or events; copy only fills an empty prescient database " +
 			"(use a new database or --to-schema, or drop prescient's tables from the target first)")
 	}
 	return nil
@@ -326,6 +323,7 @@ func writeCopyResult(out io.Writer, r *copyResult) {
 	fmt.Fprintf(out, "copied %s to %s:\n", r.From, r.To)
 	fmt.Fprintf(out, "  pending jobs     %d\n", r.Jobs)
 	fmt.Fprintf(out, "  history records  %d\n", r.History)
+	fmt.Fprintf(out, "  events           %d (%d deliveries still to send, by the target's servers)\n", r.Events, r.PendingDeliveries)
 	fmt.Fprintf(out, "  catalog entries  %d\n", r.Catalog)
 	grid := "every " + r.Grid.Resolution.String()
 	if r.Grid.Offset != 0 {

@@ -274,7 +274,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 
 	// A second copy into the same target is refused and changes nothing.
 	_, err = h.run("copy", "--to", url, "--to-schema", schema)
-	if err == nil || !strings.Contains(err.Error(), "already holds pending jobs or history") {
+	if err == nil || !strings.Contains(err.Error(), "already holds pending jobs, history or events") {
 		t.Errorf("second copy: %v, want a refusal saying the target is not empty", err)
 	}
 	if jobs, recs := exportAll(t, dst); len(jobs) != len(srcJobs)-1 || len(recs) != len(srcRecs)+1 {
@@ -403,13 +403,13 @@ func TestCopyAllOrNothing(t *testing.T) {
 	}
 }
 
-// TestCopyRefusesPendingDeliveries: copy does not move events, so it refuses
-// a source whose events still wait for delivery, unless --leave-deliveries,
-// which warns.
-func TestCopyRefusesPendingDeliveries(t *testing.T) {
+// TestCopyMovesPendingDeliveries: copy moves the events and their
+// deliveries, so a delivery still pending in the source is sent by the
+// target's servers; --leave-deliveries, which once left them behind, is
+// accepted and says it is ignored.
+func TestCopyMovesPendingDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url, schema := pgtest.Schema(t)
 	path := filepath.Join(t.TempDir(), "src.db")
 	st, err := sqlite.Open(ctx, path, nil)
 	if err != nil {
@@ -431,15 +431,124 @@ func TestCopyRefusesPendingDeliveries(t *testing.T) {
 	}
 	st.Close()
 	h := &harness{t: t, config: writeConfig(t, "database:\n  path: "+path+"\n")}
-	if _, err := h.run("copy", "--to", url, "--to-schema", schema); err == nil ||
-		!strings.Contains(err.Error(), "1 event deliver(ies) to sink(s) ops still pending") || !strings.Contains(err.Error(), "--leave-deliveries") {
-		t.Fatalf("copy with a pending delivery: %v, want a refusal naming it and --leave-deliveries", err)
+	for _, args := range [][]string{nil, {"--leave-deliveries"}} {
+		url, schema := pgtest.Schema(t)
+		stdout, stderr, err := h.runCtx(ctx, append([]string{"copy", "--to", url, "--to-schema", schema}, args...)...)
+		if err != nil {
+			t.Fatalf("copy %v: %v", args, err)
+		}
+		if !strings.Contains(stdout, "events           1 (1 deliveries still to send") {
+			t.Errorf("copy %v did not count the event and its pending delivery:\n%s", args, stdout)
+		}
+		if len(args) > 0 && !strings.Contains(stderr, "--leave-deliveries is ignored") {
+			t.Errorf("copy %v did not say the flag is ignored:\n%s", args, stderr)
+		}
+		dst, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := dst.DeliveryList(ctx, &driver.DeliveryListParams{Limit: 10})
+		dst.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 1 || ds[0].Sink != "ops" || ds[0].State != driver.DeliveryPending || ds[0].Event.IdempotencyKey != "order/42/c/alert" {
+			t.Fatalf("deliveries in the target after copy %v: %+v, want the pending one to ops of order/42/c/alert", args, ds)
+		}
 	}
-	_, stderr, err := h.runCtx(ctx, "copy", "--to", url, "--to-schema", schema, "--leave-deliveries")
+}
+
+// A job that raised a stage on SQLite, moved to PostgreSQL with `prescient
+// copy` (the README's way to outgrow the file), must not raise that stage
+// again at its next check on PostgreSQL: the stage's idempotency key is in
+// the outbox, which copy moves ("a pending job never raises a stage
+// twice"). Before copy moved the outbox, the receivers were paged a second
+// time for the same order after the move.
+func TestCopyDoesNotRaiseStagesAgain(t *testing.T) {
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		raised []string // "store:key" per Emit that recorded an event
+		store  = "sqlite"
+	)
+	reg := &checks.Registry{}
+	if err := reg.Register("order_unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		ok, err := j.Emit(ctx, checks.Event{Name: "order.unshipped", Stage: "alert", Severity: "warning"})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if ok {
+			mu.Lock()
+			raised = append(raised, store+":"+j.Key)
+			mu.Unlock()
+		}
+		return j.Slot.Add(time.Hour), nil // the escalation, later
+	}, &checks.Opts{Awaits: []string{"shipped"}}); err != nil {
+		t.Fatal(err)
+	}
+	clk := &copyClock{}
+	t0 := time.Date(2031, time.January, 6, 9, 2, 0, 0, time.UTC) // on copyGrid
+	newClient := func(st prescient.Store) *prescient.Client {
+		c, err := prescient.NewClient(st, &prescient.Config{
+			Server: "srv-1", Grid: copyGrid, Checks: reg, Now: clk.Now,
+			SweepOnStartDisabled: true, SweepSchedule: "-", PruneSchedule: "-",
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// On SQLite: order 42 is checked once and raises its alert.
+	dbPath := filepath.Join(t.TempDir(), "prescient.db")
+	src, err := sqlite.Open(ctx, dbPath, nil)
 	if err != nil {
-		t.Fatalf("copy --leave-deliveries: %v", err)
+		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, "warning: 1 event deliver(ies)") {
-		t.Errorf("copy --leave-deliveries said nothing of the delivery left behind:\n%s", stderr)
+	defer src.Close()
+	if err := src.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.GridSave(ctx, copyGrid); err != nil {
+		t.Fatal(err)
+	}
+	clk.set(t0)
+	c := newClient(src)
+	if err := c.SyncCatalog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slot1 := copyGrid.Add(t0, 1)
+	if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "42", Check: "order_unshipped", At: slot1}); err != nil {
+		t.Fatal(err)
+	}
+	clk.set(slot1.Add(time.Second))
+	c.Tick(ctx)
+	if len(raised) != 1 {
+		t.Fatalf("on SQLite: raised %v, want the alert of order 42 once", raised)
+	}
+	src.Close()
+
+	// prescient copy --to PostgreSQL, as the README says.
+	url, schema := pgtest.SchemaName(t)
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+dbPath+"\n")}
+	h.mustRun("copy", "--to", url, "--to-schema", schema)
+
+	// On PostgreSQL: the job's next check (an hour later) must not raise
+	// the alert again.
+	dst := openTarget(t, url, schema)
+	store = "postgres"
+	clk.set(slot1.Add(time.Hour + time.Second))
+	pc := newClient(dst)
+	pc.Tick(ctx)
+	j, err := dst.JobGet(ctx, "order", "42", "order_unshipped")
+	if err != nil || j.CheckCount != 2 {
+		t.Fatalf("order 42 on PostgreSQL: %+v, %v; want it checked a second time", j, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(raised) != 1 {
+		t.Errorf("raised %v: the alert of order 42, raised on SQLite before the copy, was raised again on PostgreSQL "+
+			"(copy does not move the outbox, so the stage's idempotency key is forgotten)", raised)
 	}
 }

@@ -119,7 +119,7 @@ func progressCases(t *testing.T, path string) []progressCase {
 		{[]string{"migrate"}, "opening the database", "migrated; 1 check(s) recorded", `(?m)^migrated; slot grid`},
 		{[]string{"sweep", "--mode", "run"}, "looking for overdue slots", "(run): fired 1 overdue slot(s), checked 2 job(s)",
 			`(?m)^sweep \(run\): fired 1 overdue slot\(s\), checked 2 job\(s\)$`},
-		{[]string{"copy", "--to", url, "--to-schema", schema}, "checking the target is empty", "0 job(s), 2 history record(s), 1 catalog entries copied",
+		{[]string{"copy", "--to", url, "--to-schema", schema}, "checking the target is empty", "0 job(s), 2 history record(s), 0 event(s), 1 catalog entries copied",
 			`(?m)^  history records  2$`},
 		{[]string{"bench", "--jobs", "20", "--slots", "2"}, "inserting 20 orders", "done", `(?m)^checked\s+20 \(done 20, failures 0\)$`},
 	}

@@ -205,6 +205,21 @@ type Driver interface {
 	// call is written. History ids are pending jobs' ids, so the store's job
 	// id sequence is moved past the largest imported id, as in JobsImport.
 	HistoryImport(ctx context.Context, tx any, recs []*history.Record) error
+	// OutboxExport returns at most limit recorded events with id > afterID,
+	// ascending by id, each with its deliveries (by sink) in their state.
+	// Paging is as in JobsExport. The events are what keeps a stage from
+	// being raised twice (their idempotency keys), so a copy of the jobs
+	// without them would raise every stage again.
+	OutboxExport(ctx context.Context, afterID int64, limit int) ([]*OutboxEntry, error)
+	// OutboxImport inserts events and their deliveries exactly as given,
+	// ids included, in the caller's transaction or its own, except that a
+	// delivery's lease is not kept (its LeaseOwner: an attempt under way in
+	// the source is not under way here; it is due at the lease's end). An
+	// event whose id or idempotency key is already recorded, or that
+	// appears twice in entries, is an error naming it, and nothing of the
+	// call is written. The event id sequence is moved past the largest
+	// imported id.
+	OutboxImport(ctx context.Context, tx any, entries []*OutboxEntry) error
 }
 
 // TxUnwrapper is implemented by a store whose caller transactions are of

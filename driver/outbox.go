@@ -64,6 +64,50 @@ type Event struct {
 	CreatedAt      time.Time       `json:"created_at"`
 }
 
+// OutboxEntry is one recorded event with its deliveries, as
+// Driver.OutboxExport returns them and Driver.OutboxImport takes them. The
+// deliveries' Event is nil: it is Event.
+type OutboxEntry struct {
+	Event      Event       `json:"event"`
+	Deliveries []*Delivery `json:"deliveries"`
+}
+
+// CheckOutboxImport reports what makes entries unfit for
+// Driver.OutboxImport before any database is asked: an id that is not
+// positive, an id or idempotency key that appears twice, a delivery of an
+// unknown state, or two deliveries to one sink. Every driver calls it
+// first.
+func CheckOutboxImport(entries []*OutboxEntry) error {
+	seenID := make(map[int64]bool, len(entries))
+	seenKey := make(map[string]bool, len(entries))
+	for _, en := range entries {
+		e := &en.Event
+		switch {
+		case e.ID < 1:
+			return fmt.Errorf("import %d event(s): event %s has id %d, want a positive id", len(entries), e.IdempotencyKey, e.ID)
+		case seenID[e.ID]:
+			return fmt.Errorf("import %d event(s): id %d appears twice (event %s)", len(entries), e.ID, e.IdempotencyKey)
+		case seenKey[e.IdempotencyKey]:
+			return fmt.Errorf("import %d event(s): event %s appears twice", len(entries), e.IdempotencyKey)
+		}
+		seenID[e.ID], seenKey[e.IdempotencyKey] = true, true
+		sinks := make(map[string]bool, len(en.Deliveries))
+		for _, d := range en.Deliveries {
+			switch d.State {
+			case DeliveryPending, DeliveryDelivered, DeliveryDead:
+			default:
+				return fmt.Errorf("import %d event(s): event %s: delivery to sink %s has state %q, want pending, delivered or dead",
+					len(entries), e.IdempotencyKey, d.Sink, d.State)
+			}
+			if sinks[d.Sink] {
+				return fmt.Errorf("import %d event(s): event %s: two deliveries to sink %s", len(entries), e.IdempotencyKey, d.Sink)
+			}
+			sinks[d.Sink] = true
+		}
+	}
+	return nil
+}
+
 // Delivery is one event's delivery to one sink.
 type Delivery struct {
 	Event *Event        `json:"event"`

@@ -164,8 +164,14 @@ func idsUnused(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // advanceJobIDs moves the sequence behind prescient_jobs.id so that its next
 // value is past maxID, never back.
 func advanceJobIDs(ctx context.Context, tx pgx.Tx, maxID int64) error {
+	return advanceSequence(ctx, tx, "prescient_jobs", maxID)
+}
+
+// advanceSequence moves the sequence behind table's id column so that its
+// next value is past maxID, never back.
+func advanceSequence(ctx context.Context, tx pgx.Tx, table string, maxID int64) error {
 	var seq string
-	if err := tx.QueryRow(ctx, `SELECT pg_get_serial_sequence('prescient_jobs', 'id')`).Scan(&seq); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT pg_get_serial_sequence($1, 'id')`, table).Scan(&seq); err != nil {
 		return err
 	}
 	// seq comes from the server, already quoted.
@@ -274,4 +280,176 @@ func (s *Store) HistoryImport(ctx context.Context, tx any, recs []*history.Recor
 		return fmt.Errorf("import %d history record(s): %w", n, interpretError(ctx, err))
 	}
 	return nil
+}
+
+// OutboxExport pages through prescient_outbox on its primary key, and
+// reads the page's deliveries in a second statement of the same snapshot.
+func (s *Store) OutboxExport(ctx context.Context, afterID int64, limit int) ([]*driver.OutboxEntry, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("export events: limit %d must be positive", limit)
+	}
+	var out []*driver.OutboxEntry
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id, idempotency_key, event, stage, severity, entity, entity_key, check_name, job_id, payload, created_at
+			FROM prescient_outbox WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.OutboxEntry, error) {
+			en := &driver.OutboxEntry{Deliveries: []*driver.Delivery{}}
+			e := &en.Event
+			var payload []byte
+			err := row.Scan(&e.ID, &e.IdempotencyKey, &e.Event, &e.Stage, &e.Severity, &e.Entity, &e.Key, &e.Check,
+				&e.JobID, &payload, &e.CreatedAt)
+			e.CreatedAt = e.CreatedAt.UTC()
+			if payload != nil {
+				e.Payload = payload
+			}
+			return en, err
+		})
+		if err != nil || len(out) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT `+deliveryColumns+`
+			FROM prescient_deliveries d JOIN prescient_outbox o ON o.id = d.event_id
+			WHERE d.event_id BETWEEN $1 AND $2 ORDER BY d.event_id, d.sink COLLATE "C"`, out[0].Event.ID, out[len(out)-1].Event.ID)
+		if err != nil {
+			return err
+		}
+		ds, err := pgx.CollectRows(rows, scanDelivery)
+		if err != nil {
+			return err
+		}
+		byID := make(map[int64]*driver.OutboxEntry, len(out))
+		for _, en := range out {
+			byID[en.Event.ID] = en
+		}
+		for _, d := range ds {
+			en := byID[d.Event.ID]
+			d.Event = nil
+			en.Deliveries = append(en.Deliveries, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export events after id %d: %w", afterID, interpretError(ctx, err))
+	}
+	if out == nil {
+		out = []*driver.OutboxEntry{}
+	}
+	return out, nil
+}
+
+// OutboxImport checks entries for collisions and inserts the events with
+// one statement and their deliveries with another, in the caller's
+// transaction or its own.
+func (s *Store) OutboxImport(ctx context.Context, tx any, entries []*driver.OutboxEntry) error {
+	if err := driver.CheckOutboxImport(entries); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		_, err := callerTx(tx)
+		return err
+	}
+	n := len(entries)
+	var (
+		ids, jobIDs                      = make([]int64, n), make([]int64, n)
+		keys, events, stages, severities = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		entities, entityKeys, checkNames = make([]string, n), make([]string, n), make([]string, n)
+		payloads                         = make([]*string, n)
+		createds                         = make([]time.Time, n)
+		dEvents                          []int64
+		dSinks, dStates                  []string
+		dAttempts                        []int64
+		dNexts, dUpdateds                []time.Time
+		dStatuses                        []*int64
+		dErrors                          []*string
+		dDelivereds                      []*time.Time
+		maxID                            int64
+	)
+	for i, en := range entries {
+		e := &en.Event
+		ids[i], jobIDs[i], keys[i], events[i], stages[i], severities[i] = e.ID, e.JobID, e.IdempotencyKey, e.Event, e.Stage, e.Severity
+		entities[i], entityKeys[i], checkNames[i], createds[i] = e.Entity, e.Key, e.Check, e.CreatedAt
+		if len(e.Payload) > 0 {
+			p := string(e.Payload)
+			payloads[i] = &p
+		}
+		maxID = max(maxID, e.ID)
+		for _, d := range en.Deliveries {
+			dEvents, dSinks, dStates = append(dEvents, e.ID), append(dSinks, d.Sink), append(dStates, string(d.State))
+			dAttempts, dNexts, dUpdateds = append(dAttempts, int64(d.Attempts)), append(dNexts, d.NextAttemptAt), append(dUpdateds, d.UpdatedAt)
+			var (
+				status    *int64
+				lastErr   *string
+				delivered *time.Time
+			)
+			if d.LastStatus != 0 {
+				v := int64(d.LastStatus)
+				status = &v
+			}
+			if d.LastError != "" {
+				v := d.LastError
+				lastErr = &v
+			}
+			if !d.DeliveredAt.IsZero() {
+				v := d.DeliveredAt
+				delivered = &v
+			}
+			dStatuses, dErrors, dDelivereds = append(dStatuses, status), append(dErrors, lastErr), append(dDelivereds, delivered)
+		}
+	}
+	err := s.inTx(ctx, tx, func(tx pgx.Tx) error {
+		var (
+			id      int64
+			key     string
+			sameKey bool
+		)
+		err := tx.QueryRow(ctx, `
+			SELECT o.id, o.idempotency_key, o.idempotency_key = ANY($2) FROM prescient_outbox o
+			WHERE o.id = ANY($1) OR o.idempotency_key = ANY($2)
+			ORDER BY o.id LIMIT 1`, ids, keys).Scan(&id, &key, &sameKey)
+		switch {
+		case err == nil && sameKey:
+			return fmt.Errorf("event %s is already recorded", key)
+		case err == nil:
+			return fmt.Errorf("event id %d is already used by event %s", id, key)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO prescient_outbox (id, created_at, job_id, entity, entity_key, check_name, stage, event, severity, payload, idempotency_key)
+			OVERRIDING SYSTEM VALUE
+			SELECT id, created_at, job_id, entity, entity_key, check_name, stage, event, severity, payload::jsonb, idempotency_key
+			FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+				$8::text[], $9::text[], $10::text[], $11::text[])
+				AS i(id, created_at, job_id, entity, entity_key, check_name, stage, event, severity, payload, idempotency_key)`,
+			ids, createds, jobIDs, entities, entityKeys, checkNames, stages, events, severities, payloads, keys); err != nil {
+			return err
+		}
+		if len(dEvents) > 0 {
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO prescient_deliveries (event_id, sink, state, attempts, next_attempt_at, last_status, last_error,
+					delivered_at, updated_at)
+				SELECT event_id, sink, state, attempts, next_attempt_at, last_status, last_error, delivered_at, updated_at
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
+					$8::timestamptz[], $9::timestamptz[])
+					AS i(event_id, sink, state, attempts, next_attempt_at, last_status, last_error, delivered_at, updated_at)`,
+				dEvents, dSinks, dStates, dAttempts, dNexts, dStatuses, dErrors, dDelivereds, dUpdateds); err != nil {
+				return err
+			}
+		}
+		return advanceEventIDs(ctx, tx, maxID)
+	})
+	if err != nil {
+		return fmt.Errorf("import %d event(s): %w", n, interpretError(ctx, err))
+	}
+	return nil
+}
+
+// advanceEventIDs moves the identity behind prescient_outbox.id past maxID,
+// never back.
+func advanceEventIDs(ctx context.Context, tx pgx.Tx, maxID int64) error {
+	return advanceSequence(ctx, tx, "prescient_outbox", maxID)
 }

@@ -226,3 +226,131 @@ func nullString(s string) any {
 	}
 	return s
 }
+
+// eventColumns are the columns scanEvent reads, of prescient_outbox.
+const eventColumns = `id, idempotency_key, event, stage, severity, entity, entity_key, check_name, job_id, payload, created_at`
+
+func scanEvent(row scanner) (*driver.OutboxEntry, error) {
+	en := &driver.OutboxEntry{Deliveries: []*driver.Delivery{}}
+	e := &en.Event
+	var (
+		payload sql.NullString
+		created int64
+	)
+	if err := row.Scan(&e.ID, &e.IdempotencyKey, &e.Event, &e.Stage, &e.Severity, &e.Entity, &e.Key, &e.Check,
+		&e.JobID, &payload, &created); err != nil {
+		return nil, err
+	}
+	e.CreatedAt = fromMicros(created)
+	if payload.Valid {
+		e.Payload = json.RawMessage(payload.String)
+	}
+	return en, nil
+}
+
+// OutboxExport pages through prescient_outbox on its primary key, and
+// reads the page's deliveries in a second statement.
+func (s *Store) OutboxExport(ctx context.Context, afterID int64, limit int) ([]*driver.OutboxEntry, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("export events: limit %d must be positive", limit)
+	}
+	out, err := s.exportEvents(ctx, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("export events after id %d: %w", afterID, interpretError(err))
+	}
+	return out, nil
+}
+
+func (s *Store) exportEvents(ctx context.Context, afterID int64, limit int) ([]*driver.OutboxEntry, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM prescient_outbox WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := []*driver.OutboxEntry{}
+	byID := make(map[int64]*driver.OutboxEntry)
+	for rows.Next() {
+		en, err := scanEvent(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, en)
+		byID[en.Event.ID] = en
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(out) == 0 {
+		return out, err
+	}
+	ds, err := s.deliveries(ctx, tx, `WHERE d.event_id BETWEEN $1 AND $2 ORDER BY d.event_id, d.sink`,
+		out[0].Event.ID, out[len(out)-1].Event.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		en := byID[d.Event.ID]
+		d.Event = nil
+		en.Deliveries = append(en.Deliveries, d)
+	}
+	return out, nil
+}
+
+// OutboxImport checks entries for collisions and inserts them one row at a
+// time, in the caller's transaction or an IMMEDIATE one of its own.
+func (s *Store) OutboxImport(ctx context.Context, tx any, entries []*driver.OutboxEntry) error {
+	if err := driver.CheckOutboxImport(entries); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		_, err := callerTx(tx)
+		return err
+	}
+	err := s.inTx(ctx, tx, func(tx *sql.Tx) error {
+		for _, en := range entries {
+			e := &en.Event
+			var taken string
+			err := tx.QueryRowContext(ctx, `SELECT idempotency_key FROM prescient_outbox WHERE id = $1 OR idempotency_key = $2 LIMIT 1`,
+				e.ID, e.IdempotencyKey).Scan(&taken)
+			switch {
+			case err == nil && taken == e.IdempotencyKey:
+				return fmt.Errorf("event %s is already recorded", e.IdempotencyKey)
+			case err == nil:
+				return fmt.Errorf("event %s: id %d is already used by event %s", e.IdempotencyKey, e.ID, taken)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO prescient_outbox (id, created_at, job_id, entity, entity_key, check_name, stage, event, severity, payload, idempotency_key)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+				e.ID, micros(e.CreatedAt), e.JobID, e.Entity, e.Key, e.Check, e.Stage, e.Event, e.Severity,
+				nullText(e.Payload), e.IdempotencyKey); err != nil {
+				return fmt.Errorf("event %s: %w", e.IdempotencyKey, err)
+			}
+			for _, d := range en.Deliveries {
+				var status any
+				if d.LastStatus != 0 {
+					status = d.LastStatus
+				}
+				if _, err := tx.ExecContext(ctx, `
+					INSERT INTO prescient_deliveries (event_id, sink, state, attempts, next_attempt_at, last_status,
+						last_error, delivered_at, updated_at)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+					e.ID, d.Sink, string(d.State), d.Attempts, micros(d.NextAttemptAt), status,
+					nullString(d.LastError), nullMicros(d.DeliveredAt), micros(d.UpdatedAt)); err != nil {
+					return fmt.Errorf("event %s: delivery to sink %s: %w", e.IdempotencyKey, d.Sink, err)
+				}
+			}
+		}
+		// AUTOINCREMENT moves the outbox's counter past an inserted id
+		// by itself.
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("import %d event(s): %w", len(entries), interpretError(err))
+	}
+	return nil
+}

@@ -101,6 +101,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"CopyIDSequence", testCopyIDSequence},
 		{"CopyImportConflicts", testCopyImportConflicts},
 		{"CopyImportCallerTx", testCopyImportCallerTx},
+		{"CopyOutboxRoundTrip", testCopyOutboxRoundTrip},
+		{"CopyOutboxImportConflicts", testCopyOutboxImportConflicts},
 		{"OutboxRecord", testOutboxRecord},
 		{"DeliveryLease", testDeliveryLease},
 		{"DeliveryConcurrentClaims", testDeliveryConcurrentClaims},
