@@ -411,25 +411,7 @@ func TestCopyMovesPendingDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "src.db")
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := st.Driver().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: "42", Check: "c",
-		Stage: "alert", Event: "order.late", IdempotencyKey: "order/42/c/alert", Sinks: []string{"ops"}, Now: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	sqliteWithPendingDelivery(t, path, "order", "42", "c", "ops")
 	h := &harness{t: t, config: writeConfig(t, "database:\n  path: "+path+"\n")}
 	for _, args := range [][]string{nil, {"--leave-deliveries"}} {
 		url, schema := pgtest.Schema(t)

@@ -142,26 +142,7 @@ sinks:
 func TestRunWarnsOfPendingDeliveriesWithoutSinks(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := st.Driver().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: "1", Check: "order_unshipped",
-		Stage: "alert", Event: "order.unshipped", IdempotencyKey: "order/1/order_unshipped/alert", Sinks: []string{"pager"},
-		Now: time.Now().UTC()}); err != nil || !ok {
-		t.Fatalf("record: %v %v", ok, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	sqliteWithPendingDelivery(t, path, "order", "1", "order_unshipped", "pager")
 
 	for _, tc := range []struct{ name, sinks string }{
 		{"another sink configured", "sinks:\n  console: {type: log}\n"},
@@ -194,5 +175,32 @@ func TestRunWarnsOfPendingDeliveriesWithoutSinks(t *testing.T) {
 				t.Errorf("run with %s: no warning that the delivery to sink pager waits for a sink:\n%s", tc.name, out)
 			}
 		})
+	}
+}
+
+// sqliteWithPendingDelivery creates the SQLite store at path with one event
+// of entity/key/check, stage alert, and its delivery to sink pending.
+func sqliteWithPendingDelivery(t *testing.T, path, entity, key, check, sink string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.Driver().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: entity, Key: key, Check: check,
+		Stage: "alert", Event: entity + ".late", IdempotencyKey: entity + "/" + key + "/" + check + "/alert", Sinks: []string{sink},
+		Now: time.Now().UTC()}); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -86,27 +86,27 @@ func importRecords() []*history.Record {
 	})
 }
 
-// exportAllJobs pages through JobsExport with the given page size and checks
+// exportAll pages through an export with the given page size and checks
 // that the pages come in ascending id order.
-func exportAllJobs(t *testing.T, h *Harness, limit int) []*driver.Job {
+func exportAll[T any](t *testing.T, what string, limit int, export func(after int64, limit int) ([]T, error), id func(T) int64) []T {
 	t.Helper()
 	var (
-		all   []*driver.Job
+		all   []T
 		after int64
 	)
 	for {
-		page, err := h.Store.JobsExport(t.Context(), after, limit)
+		page, err := export(after, limit)
 		if err != nil {
-			t.Fatalf("export jobs after %d: %v", after, err)
+			t.Fatalf("export %s after %d: %v", what, after, err)
 		}
 		if len(page) > limit {
-			t.Fatalf("export jobs after %d, limit %d: got %d", after, limit, len(page))
+			t.Fatalf("export %s after %d, limit %d: got %d", what, after, limit, len(page))
 		}
-		for _, j := range page {
-			if j.ID <= after {
-				t.Fatalf("export jobs: id %d after id %d, want ascending ids", j.ID, after)
+		for _, v := range page {
+			if id(v) <= after {
+				t.Fatalf("export %s: id %d after id %d, want ascending ids", what, id(v), after)
 			}
-			after = j.ID
+			after = id(v)
 		}
 		all = append(all, page...)
 		if len(page) < limit {
@@ -115,32 +115,20 @@ func exportAllJobs(t *testing.T, h *Harness, limit int) []*driver.Job {
 	}
 }
 
-// exportAllHistory is exportAllJobs for history.
+// exportAllJobs pages through JobsExport (see exportAll).
+func exportAllJobs(t *testing.T, h *Harness, limit int) []*driver.Job {
+	t.Helper()
+	return exportAll(t, "jobs", limit, func(after int64, limit int) ([]*driver.Job, error) {
+		return h.Store.JobsExport(t.Context(), after, limit)
+	}, func(j *driver.Job) int64 { return j.ID })
+}
+
+// exportAllHistory pages through HistoryExport (see exportAll).
 func exportAllHistory(t *testing.T, h *Harness, limit int) []*history.Record {
 	t.Helper()
-	var (
-		all   []*history.Record
-		after int64
-	)
-	for {
-		page, err := h.Store.HistoryExport(t.Context(), after, limit)
-		if err != nil {
-			t.Fatalf("export history after %d: %v", after, err)
-		}
-		if len(page) > limit {
-			t.Fatalf("export history after %d, limit %d: got %d", after, limit, len(page))
-		}
-		for _, r := range page {
-			if r.ID <= after {
-				t.Fatalf("export history: id %d after id %d, want ascending ids", r.ID, after)
-			}
-			after = r.ID
-		}
-		all = append(all, page...)
-		if len(page) < limit {
-			return all
-		}
-	}
+	return exportAll(t, "history", limit, func(after int64, limit int) ([]*history.Record, error) {
+		return h.Store.HistoryExport(t.Context(), after, limit)
+	}, func(r *history.Record) int64 { return r.ID })
 }
 
 // byID indexes jobs or records by id.

@@ -70,33 +70,12 @@ func importEvents() []*driver.OutboxEntry {
 	}
 }
 
-// exportAllEvents pages through OutboxExport with the given page size and
-// checks that the pages come in ascending id order.
+// exportAllEvents pages through OutboxExport (see exportAll).
 func exportAllEvents(t *testing.T, h *Harness, limit int) []*driver.OutboxEntry {
 	t.Helper()
-	var (
-		all   []*driver.OutboxEntry
-		after int64
-	)
-	for {
-		page, err := h.Store.OutboxExport(t.Context(), after, limit)
-		if err != nil {
-			t.Fatalf("export events after %d: %v", after, err)
-		}
-		if len(page) > limit {
-			t.Fatalf("export events after %d, limit %d: got %d", after, limit, len(page))
-		}
-		for _, en := range page {
-			if en.Event.ID <= after {
-				t.Fatalf("export events: id %d after id %d, want ascending ids", en.Event.ID, after)
-			}
-			after = en.Event.ID
-		}
-		all = append(all, page...)
-		if len(page) < limit {
-			return all
-		}
-	}
+	return exportAll(t, "events", limit, func(after int64, limit int) ([]*driver.OutboxEntry, error) {
+		return h.Store.OutboxExport(t.Context(), after, limit)
+	}, func(en *driver.OutboxEntry) int64 { return en.Event.ID })
 }
 
 // Events and their deliveries leave a store as they are and enter another
@@ -117,10 +96,7 @@ func testCopyOutboxRoundTrip(t *testing.T, h *Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var own []*driver.OutboxEntry
-	for _, en := range exportAllEvents(t, h, 100) {
-		own = append(own, en)
-	}
+	own := exportAllEvents(t, h, 100)
 	if len(own) != 2 || len(own[0].Deliveries) != 2 || len(own[1].Deliveries) != 0 {
 		t.Fatalf("export of the store's own events: %+v, want 2 events, with 2 and no deliveries", own)
 	}
