@@ -126,6 +126,19 @@ func (c *Config) checksErrors() []error {
 			}
 		}
 		written := func(field string) bool { return c.lines[base+"."+field] > 0 }
+		horizon, horizonKey := c.Guards.Horizon, "guards.horizon"
+		if written("guards.horizon") {
+			horizon, horizonKey = cc.Guards.Horizon, base+".guards.horizon"
+		}
+		for i := 1; i < len(cc.Stages) && horizon > 0; i++ {
+			// The check of stage i-1 asks for stage i's time as its next
+			// check: further than the horizon, the guard ends the job there.
+			if gap := cc.Stages[i].After - cc.Stages[i-1].After; gap > horizon {
+				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is %s after the stage before it, more than %s (%s): "+
+					"its job would end guard_horizon at the stage before instead of waiting for this one; raise %s or add a stage in between",
+					time.Duration(gap), horizonKey, time.Duration(horizon), horizonKey))
+			}
+		}
 		if written("batch_size") && cc.BatchSize == 0 {
 			bad(base+".batch_size", errors.New("must be at least 1, got 0 (leave it out for the server's batch_size)"))
 		}
