@@ -104,9 +104,8 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 // some of them, and the first's claims come up short and are done again (a
 // scheduled sweep meeting a 200,000-job slot still running after its
 // boundary had 25 to 37% of the slot's transactions rolled back and done
-// again); and each writes the slot's ledger row from what it read when it
-// started, so the last to finish overwrites what the other counted. The
-// price: jobs another server releases in a held slot after its firing has
+// again). (Their ledger counts would add up: SlotFinish adds each
+// firing's.) The price: jobs another server releases in a held slot after its firing has
 // listed past them wait for the next sweep, where a second firing beside it
 // would have found them. If slot is held, holdSlot waits for its release
 // with wait set (or until ctx ends), and returns errSlotBusy otherwise.
@@ -146,21 +145,11 @@ func (c *Client) heldSlots() []time.Time {
 }
 
 // ledgerStart records in the ledger that this server fires slot, and returns
-// the ledger row with what earlier firings of the slot by this server did,
-// so that the row keeps every job the slot checked.
+// the record this firing fills in: SlotFinish adds what it did to what
+// earlier firings of the slot by this server counted, in the store, so that
+// two processes firing one slot under one name both count.
 func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (*SlotRecord, error) {
 	rec := &SlotRecord{Slot: slot, Server: c.cfg.Server, Kind: kind, StartedAt: c.now()}
-	prev, err := c.drv.SlotList(ctx, &driver.SlotListParams{Since: slot, Until: slot.Add(time.Microsecond), Limit: 100})
-	if err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
-	}
-	for _, p := range prev {
-		if p.Server == c.cfg.Server {
-			rec.Add(p)
-			rec.StartedAt = p.StartedAt
-		}
-	}
-	rec.Unknown = 0
 	if err := c.drv.SlotStart(ctx, rec); err != nil {
 		return nil, err
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/prescient-dev/prescient/history"
 )
 
-// SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, start
-// and counts, clearing any earlier finish: a slot fired again starts over.
+// SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind and
+// no finish; a row already there keeps its start and counts (see
+// SlotFinish).
 func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
@@ -23,11 +24,7 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 		INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
 			checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
 		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10)
-		ON CONFLICT (slot, server) DO UPDATE SET
-			kind = excluded.kind, started_at = excluded.started_at, finished_at = NULL,
-			checked = excluded.checked, rescheduled = excluded.rescheduled,
-			failures = excluded.failures, unknown = excluded.unknown,
-			outcomes = excluded.outcomes, max_lateness_us = excluded.max_lateness_us`,
+		ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL`,
 		r.Slot, r.Server, r.Kind, r.StartedAt, r.Checked, r.Rescheduled, r.Failures, r.Unknown,
 		outcomes, micros(r.MaxLateness))
 	if err != nil {
@@ -36,23 +33,29 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	return nil
 }
 
-// SlotFinish writes r's kind, finish and counts into the ledger row of
-// (r.Slot, r.Server). If SlotStart's row is missing (pruned, say), it creates
-// it with r.StartedAt; otherwise the recorded start stays.
+// SlotFinish adds one firing's counts (r's) to the ledger row of (r.Slot,
+// r.Server) in one statement, so that two firings finishing at once, even
+// from two processes, both count; it sets r's kind and finish, the unknown
+// jobs r counted and the larger lateness. If SlotStart's row is missing
+// (pruned, say), it creates it with r.StartedAt.
 func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
 		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), err)
 	}
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
+		INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
 			checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11)
 		ON CONFLICT (slot, server) DO UPDATE SET
 			kind = excluded.kind, finished_at = excluded.finished_at,
-			checked = excluded.checked, rescheduled = excluded.rescheduled,
-			failures = excluded.failures, unknown = excluded.unknown,
-			outcomes = excluded.outcomes, max_lateness_us = excluded.max_lateness_us`,
+			checked = p.checked + excluded.checked, rescheduled = p.rescheduled + excluded.rescheduled,
+			failures = p.failures + excluded.failures, unknown = excluded.unknown,
+			outcomes = (SELECT coalesce(jsonb_object_agg(o.key, o.n), '{}') FROM (
+				SELECT key, sum(value::bigint) AS n
+				FROM (SELECT * FROM jsonb_each_text(p.outcomes) UNION ALL SELECT * FROM jsonb_each_text(excluded.outcomes)) e
+				GROUP BY key) o),
+			max_lateness_us = greatest(p.max_lateness_us, excluded.max_lateness_us)`,
 		r.Slot, r.Server, r.Kind, r.StartedAt, nullTime(r.FinishedAt), r.Checked, r.Rescheduled,
 		r.Failures, r.Unknown, outcomes, micros(r.MaxLateness))
 	if err != nil {

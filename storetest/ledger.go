@@ -69,6 +69,8 @@ func testLedger(t *testing.T, h *Harness) {
 		t.Errorf("finished slot is not complete")
 	}
 
+	// Fired again: the row keeps its start and counts, and is incomplete
+	// until this firing finishes.
 	restart := &driver.SlotRecord{Slot: slot(1), Server: "srv-1", Kind: "catchup", StartedAt: slot(3)}
 	if err := h.Store.SlotStart(t.Context(), restart); err != nil {
 		t.Fatalf("restart slot: %v", err)
@@ -77,9 +79,54 @@ func testLedger(t *testing.T, h *Harness) {
 	if len(recs) != 1 {
 		t.Fatalf("ledger after restart: %d rows, want 1", len(recs))
 	}
-	slotDiff(recs[0], restart).check(t, "restarted slot")
+	want := fin
+	want.Kind, want.FinishedAt = "catchup", time.Time{}
+	slotDiff(recs[0], &want).check(t, "restarted slot")
 	if recs[0].Complete() {
 		t.Errorf("restarted slot is complete")
+	}
+
+	// Its finish adds what it did; unknown is its own, lateness the larger.
+	fin2 := *restart
+	fin2.FinishedAt = slot(3).Add(time.Second)
+	fin2.Checked, fin2.Rescheduled, fin2.Failures, fin2.Unknown = 5, 1, 0, 4
+	fin2.Outcomes = map[history.Outcome]int{history.Done: 3, history.Resolved: 1}
+	fin2.MaxLateness = 500 * time.Millisecond
+	if err := h.Store.SlotFinish(t.Context(), &fin2); err != nil {
+		t.Fatalf("finish slot again: %v", err)
+	}
+	want.FinishedAt = fin2.FinishedAt
+	want.Checked, want.Rescheduled, want.Failures, want.Unknown = 12, 4, 2, 4
+	want.Outcomes = map[history.Outcome]int{history.Done: 5, history.Failed: 1, history.Resolved: 1}
+	recs = slotList(t, h, &driver.SlotListParams{})
+	slotDiff(recs[0], &want).check(t, "slot finished twice")
+}
+
+// Two firings of one slot under one server name that finish at once both
+// count: each adds what it did.
+func testLedgerConcurrentFinishes(t *testing.T, h *Harness) {
+	start := &driver.SlotRecord{Slot: slot(2), Server: "srv-1", Kind: "fire", StartedAt: slot(2)}
+	if err := h.Store.SlotStart(t.Context(), start); err != nil {
+		t.Fatalf("start slot: %v", err)
+	}
+	const firings = 8
+	errs := make(chan error, firings)
+	for i := range firings {
+		go func() {
+			r := *start
+			r.FinishedAt = slot(2).Add(time.Duration(i+1) * time.Second)
+			r.Checked, r.Outcomes = i+1, map[history.Outcome]int{history.Done: i + 1}
+			errs <- h.Store.SlotFinish(t.Context(), &r)
+		}()
+	}
+	for range firings {
+		if err := <-errs; err != nil {
+			t.Fatalf("finish slot: %v", err)
+		}
+	}
+	recs := slotList(t, h, &driver.SlotListParams{})
+	if len(recs) != 1 || recs[0].Checked != 36 || recs[0].Outcomes[history.Done] != 36 {
+		t.Fatalf("ledger after %d firings finished at once (1 to %d jobs each): %+v, want 36 checked and done", firings, firings, recs)
 	}
 }
 

@@ -87,6 +87,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"Reslot", testReslot},
 		{"Stats", testStats},
 		{"Ledger", testLedger},
+		{"LedgerConcurrentFinishes", testLedgerConcurrentFinishes},
 		{"LedgerList", testLedgerList},
 		{"HistoryFilters", testHistoryFilters},
 		{"HistoryCountsAndPrune", testHistoryCountsAndPrune},
