@@ -18,6 +18,15 @@ type ownership struct {
 	auto      slots.Ownership // the last assignment, with AutoOwnership
 	healthErr error
 	healthy   bool
+	// seen is, per other server, its last heartbeat time read and when
+	// this server's clock first read it (zero: it was stale then).
+	seen map[string]peerSeen
+}
+
+// peerSeen is what one server last saw of another's heartbeat.
+type peerSeen struct {
+	heartbeat time.Time // as the other server wrote it, by its clock
+	at        time.Time // when this server read it new, by its own clock
 }
 
 // owns reports whether this server fires position p.
@@ -59,15 +68,12 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 			c.storeError(StoreOpHeartbeat, err)
 			return c.setHealth(fmt.Errorf("prescient: heartbeat: %w", err)) // the driver says "list servers"
 		}
-		live := []string{c.cfg.Server}
-		for _, s := range servers {
-			if now.Sub(s.HeartbeatAt) <= c.cfg.ServerTimeout {
-				live = append(live, s.Name)
-			}
-		}
-		next := slots.Assign(live, c.cfg.Grid.Positions())
 		c.own.mu.Lock()
-		before := c.own.auto[c.cfg.Server]
+		live := c.own.live(c.cfg.Server, servers, now, c.cfg.ServerTimeout)
+		next := slots.Assign(live, c.cfg.Grid.Positions())
+		// A standby (no position before) that takes positions over sweeps
+		// too; only the first assignment, at start-up, does not.
+		assigned, before := c.own.auto != nil, c.own.auto[c.cfg.Server]
 		c.own.auto = next
 		c.own.mu.Unlock()
 		if !slices.Equal(before, next[c.cfg.Server]) {
@@ -75,7 +81,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 			// Taking over positions may mean a server died mid-slot: its
 			// rolled-back jobs are overdue in slots the ledger may already
 			// call complete. Sweep now rather than on the schedule.
-			if before != nil && slices.ContainsFunc(next[c.cfg.Server], func(p int) bool { return !slices.Contains(before, p) }) {
+			if assigned && slices.ContainsFunc(next[c.cfg.Server], func(p int) bool { return !slices.Contains(before, p) }) {
 				c.sweepSoon("took over positions")
 			}
 		}
@@ -89,6 +95,39 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		return c.setHealth(fmt.Errorf("prescient: %w", err)) // the driver says "heartbeat of server ..."
 	}
 	return c.setHealth(nil)
+}
+
+// live returns self and the servers whose heartbeat moved within timeout
+// of now, both read on this server's clock: another server's heartbeat
+// times are compared only with each other, never with this clock, so that
+// servers whose clocks disagree still agree on who is live (comparing
+// clocks, a server 40s ahead of another took it for dead while a third did
+// not, and a position could fall to nobody in every view). A server seen
+// for the first time is live if its heartbeat is within timeout of now
+// (it cannot be judged otherwise yet), and taken as moving from then. The
+// caller holds o.mu.
+func (o *ownership) live(self string, servers []*driver.Server, now time.Time, timeout time.Duration) []string {
+	seen := make(map[string]peerSeen, len(servers))
+	live := []string{self}
+	for _, s := range servers {
+		if s.Name == self {
+			continue
+		}
+		p, ok := o.seen[s.Name]
+		switch {
+		case ok && p.heartbeat.Equal(s.HeartbeatAt):
+		case ok || now.Sub(s.HeartbeatAt) <= timeout:
+			p = peerSeen{heartbeat: s.HeartbeatAt, at: now}
+		default: // stale when first seen: dead until it moves
+			p = peerSeen{heartbeat: s.HeartbeatAt}
+		}
+		seen[s.Name] = p
+		if !p.at.IsZero() && now.Sub(p.at) <= timeout {
+			live = append(live, s.Name)
+		}
+	}
+	o.seen = seen
+	return live
 }
 
 // Ready returns nil when the server's last use of the store succeeded, and
