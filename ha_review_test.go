@@ -253,3 +253,70 @@ func TestHAClockSkewLeavesNoPositionUnowned(t *testing.T) {
 			owned, unowned, keys, rec.total())
 	}
 }
+
+// A server that starts shortly after another died, and sees the dead
+// server's row for the first time, took its last heartbeat as "moving now"
+// (at = its own now), so it held the dead server for live up to
+// server_timeout longer than the servers that saw it stop. Meanwhile the
+// servers disagree on who is live, and positions fall to nobody: the old
+// servers hand them to the new one, the new one leaves them to the dead
+// one. All clocks here agree: the comparison of clocks the change removed
+// would have had every server drop the dead one at the same time.
+func TestHAFirstSightingKeepsNoDeadServerLive(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	ctx := context.Background()
+	clk := newClock("2026-03-10T10:00:00Z")
+	rec := &calls{}
+	reg := register(t, "unshipped", alertOnce(rec), nil)
+	grid := slots.Grid{Resolution: time.Minute, Cycle: time.Hour} // 60 positions
+	servers := map[string]*prescient.Client{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		servers[name] = h.client(clk, reg, func(c *prescient.Config) {
+			c.Server, c.Grid, c.AutoOwnership = name, grid, true
+			c.Heartbeat, c.ServerTimeout = 5*time.Second, 30*time.Second // the defaults
+		})
+	}
+	beat := func(names ...string) {
+		for _, n := range names {
+			if err := servers[n].Heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// a, b and c run for a while; then c dies (its row stays).
+	for range 4 {
+		clk.Add(5 * time.Second)
+		beat("a", "b", "c")
+	}
+	died := clk.Now()
+	alive := []string{"a", "b"}
+	for i := 1; i <= 20; i++ { // 100 s, a heartbeat every 5 s
+		clk.Add(5 * time.Second)
+		if clk.Now().Sub(died) == 25*time.Second {
+			alive = append(alive, "d") // d starts: its first heartbeat
+		}
+		beat(alive...)
+		if clk.Now().Sub(died) < 40*time.Second {
+			// c is live for a and b until 30 s after they noticed its
+			// last heartbeat (at most one heartbeat late): its positions
+			// wait meanwhile, by design.
+			continue
+		}
+		var unowned []int
+		for p := range grid.Positions() {
+			owned := false
+			for _, n := range alive {
+				owned = owned || slices.Contains(servers[n].Positions(), p)
+			}
+			if !owned {
+				unowned = append(unowned, p)
+			}
+		}
+		if len(unowned) > 0 {
+			t.Errorf("%s after c's last heartbeat (live servers %v, all clocks equal; a and b took c for dead): positions %v are fired by no live server, "+
+				"d still holding c for live since it first saw c's row 25 s after its last heartbeat (a owns %d, b %d, d %d positions)", clk.Now().Sub(died), alive, unowned,
+				len(servers["a"].Positions()), len(servers["b"].Positions()), len(servers["d"].Positions()))
+		}
+	}
+}

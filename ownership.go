@@ -103,9 +103,8 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 // servers whose clocks disagree still agree on who is live (comparing
 // clocks, a server 40s ahead of another took it for dead while a third did
 // not, and a position could fall to nobody in every view). A server seen
-// for the first time is live if its heartbeat is within timeout of now
-// (it cannot be judged otherwise yet), and taken as moving from then. The
-// caller holds o.mu.
+// for the first time is judged by its heartbeat against this clock: it
+// cannot be judged otherwise yet. The caller holds o.mu.
 func (o *ownership) live(self string, servers []*driver.Server, now time.Time, timeout time.Duration) []string {
 	seen := make(map[string]peerSeen, len(servers))
 	live := []string{self}
@@ -116,8 +115,17 @@ func (o *ownership) live(self string, servers []*driver.Server, now time.Time, t
 		p, ok := o.seen[s.Name]
 		switch {
 		case ok && p.heartbeat.Equal(s.HeartbeatAt):
-		case ok || now.Sub(s.HeartbeatAt) <= timeout:
+		case ok:
 			p = peerSeen{heartbeat: s.HeartbeatAt, at: now}
+		case now.Sub(s.HeartbeatAt) <= timeout:
+			// First seen, fresh: it moved when it says, by this clock at
+			// the latest; taking it as moving now would hold a server that
+			// just died for live a whole timeout longer than the servers
+			// that saw it stop, and positions would fall to nobody.
+			p = peerSeen{heartbeat: s.HeartbeatAt, at: s.HeartbeatAt}
+			if p.at.After(now) {
+				p.at = now
+			}
 		default: // stale when first seen: dead until it moves
 			p = peerSeen{heartbeat: s.HeartbeatAt}
 		}
