@@ -11,9 +11,9 @@ import (
 	"github.com/prescient-dev/prescient/history"
 )
 
-// SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind and
-// no finish; a row already there keeps its start and counts (see
-// SlotFinish).
+// SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, no
+// finish and r's unknown jobs (none: this firing has not counted them
+// yet); a row already there keeps its start and counts (see SlotFinish).
 func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
@@ -24,7 +24,7 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 			INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
 				checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
 			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL`,
+			ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown`,
 			micros(r.Slot), r.Server, r.Kind, micros(r.StartedAt), r.Checked, r.Rescheduled, r.Failures,
 			r.Unknown, outcomes, durMicros(r.MaxLateness))
 		return err
