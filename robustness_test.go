@@ -113,6 +113,31 @@ func TestSweepMovesJobsOfAnOldGrid(t *testing.T) {
 	})
 }
 
+// Moving an old grid's slot onto the new grid moves that slot's jobs only:
+// it once moved every job due before it, such as the jobs of a check no
+// server knows in an earlier slot of the new grid (and those of a slot
+// being fired, or one that failed), changing the slot they are due in.
+func TestSweepMovesOnlyTheOldGridsSlot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		reg := register(t, "c", alertOnce(&calls{}), nil)
+		old := h.client(clk, reg, nil) // 15-minute slots
+		schedule(t, old, "1", "c", "2026-03-10T10:15:00Z")
+		tens := h.client(clk, reg, func(c *prescient.Config) { c.Grid = slots.Grid{Resolution: 10 * time.Minute} })
+		schedule(t, tens, "2", "typo_check", "2026-03-10T10:10:00Z")
+		clk.Set("2026-03-10T11:00:00Z")
+		if _, err := tens.Sweep(ctx, prescient.SweepRun); err != nil {
+			t.Fatal(err)
+		}
+		wantOutcome(t, tens, "1", history.Done, 1)
+		if j := wantPending(t, tens, "2", "typo_check"); !j.NextCheckAt.Equal(ts("2026-03-10T10:10:00Z")) {
+			t.Errorf("the unknown check's job, due at 10:10 on the new grid, is now due at %s: moving the old grid's 10:15 moved it too",
+				j.NextCheckAt.Format(time.RFC3339))
+		}
+	})
+}
+
 // A batch check's per-job error fails that job only, and the batch's writes
 // commit with the other results (documented on checks.Result).
 func TestBatchCheckPerJobError(t *testing.T) {

@@ -75,10 +75,12 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 			}
 			after = s
 			if !c.cfg.Grid.IsBoundary(s) {
-				// Scheduled on a grid since changed: move the jobs onto the
-				// new one. Slots before s were taken already in this pass.
+				// Scheduled on a grid since changed: move this slot's jobs
+				// onto the new one, and only them (the jobs of an earlier
+				// slot this pass left, being fired or failed or of a check
+				// unknown here, stay in their slot).
 				to := c.cfg.Grid.Ceil(s)
-				n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: s.Add(time.Microsecond), To: to, Now: now})
+				n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{From: s, Before: s.Add(time.Microsecond), To: to, Now: now})
 				if err != nil {
 					c.storeError(StoreOpSweep, err)
 					errs = append(errs, fmt.Errorf("move jobs of off-grid slot %s: %w", s.Format(time.RFC3339Nano), err))

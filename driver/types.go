@@ -121,6 +121,9 @@ type DueJob struct {
 
 // JobsReslotParams moves overdue jobs to a later slot.
 type JobsReslotParams struct {
+	// From, when set, keeps jobs due before it where they are: the jobs
+	// moved are those due in [From, Before).
+	From   time.Time
 	Before time.Time
 	To     time.Time
 	Now    time.Time

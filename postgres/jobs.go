@@ -739,8 +739,9 @@ func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
 		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 AND next_check_at <> ALL ($4::timestamptz[])
+			AND ($5::timestamptz IS NULL OR next_check_at >= $5)
 			FOR UPDATE SKIP LOCKED)`,
-		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...)) // not NULL: <> ALL (NULL) matches no row
+		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...), nullTime(p.From)) // not NULL: <> ALL (NULL) matches no row
 	if err != nil {
 		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(ctx, err))
 	}

@@ -356,8 +356,9 @@ func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
-			WHERE next_check_at < $1 AND next_check_at NOT IN (SELECT value FROM json_each($4))`,
-			micros(p.Before), micros(p.To), micros(p.Now), string(exceptJSON))
+			WHERE next_check_at < $1 AND next_check_at NOT IN (SELECT value FROM json_each($4))
+				AND ($5 IS NULL OR next_check_at >= $5)`,
+			micros(p.Before), micros(p.To), micros(p.Now), string(exceptJSON), nullMicros(p.From))
 		if err != nil {
 			return err
 		}

@@ -602,6 +602,16 @@ func testReslot(t *testing.T, h *Harness) {
 	for _, j := range []*driver.Job{d, f} {
 		jobDiff(get(t, h, j.Entity, j.Key, j.Check), j).check(t, "job of an excepted slot "+j.Key)
 	}
+
+	// With From, jobs due before it stay: only [From, Before) moves.
+	n, err = h.Store.JobsReslot(t.Context(), &driver.JobsReslotParams{From: slot(6), Before: slot(7), To: slot(9), Now: now})
+	if err != nil || n != 1 {
+		t.Fatalf("reslot from slot 6: %d, %v; want 1 (f), nil", n, err)
+	}
+	if got := get(t, h, "order", "f", "unshipped"); !got.NextCheckAt.Equal(slot(9)) {
+		t.Errorf("job f in %v, want moved to %v", got.NextCheckAt, slot(9))
+	}
+	jobDiff(get(t, h, "order", "d", "unshipped"), d).check(t, "job due before From")
 }
 
 func testStats(t *testing.T, h *Harness) {
