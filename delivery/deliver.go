@@ -182,8 +182,8 @@ func (d *Deliverer) Wake() {
 	}
 }
 
-// Stop stops claiming deliveries, lets the sends under way finish until ctx
-// ends, then cancels them (an attempt cut short this way does not count: it
+// Stop stops claiming deliveries (a claim already sent finishes), lets the
+// sends under way finish until ctx ends, then cancels them (an attempt cut short this way does not count: it
 // is due again at once, for any server), and returns once every result is
 // recorded. It returns ctx's error if it had to cancel sends.
 func (d *Deliverer) Stop(ctx context.Context) error {
@@ -219,7 +219,15 @@ func (d *Deliverer) work(work, hard context.Context, sink string, wake <-chan st
 		case <-wake:
 		case <-timer.C:
 		}
-		n, err := d.deliverDue(work, hard, sink)
+		if work.Err() != nil {
+			return
+		}
+		// The claim runs under hard, not work: Stop must not cut a claim
+		// short once it is sent, or the store may commit a lease (an attempt
+		// counted) whose deliveries this worker never sends. A claim under
+		// way when Stop begins finishes, and its deliveries are sent within
+		// the grace like any send under way.
+		n, err := d.deliverDue(hard, hard, sink)
 		switch {
 		case err != nil && work.Err() == nil:
 			if msg := err.Error(); msg != lastErr {

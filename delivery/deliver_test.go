@@ -181,3 +181,47 @@ func TestPostgresSinkNotifies(t *testing.T) {
 		t.Errorf("delivery %+v, want delivered", dl)
 	}
 }
+
+// A claim under way when Stop begins is not cut short: the store could
+// commit its lease (an attempt counted) while the worker saw only the
+// cancellation, leaving the delivery leased and unsent until the lease ran
+// out, and dead without a send if that was its last attempt. The claim
+// finishes and its delivery is sent within the grace.
+func TestStopLetsAClaimUnderWayFinish(t *testing.T) {
+	ctx := context.Background()
+	st := openPostgres(t)
+	clk := newClock()
+	rc := newReceiver(t, nil)
+	ik := record(t, st, "1", "alert", clk.Now(), "hook")
+	lock, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE prescient_deliveries IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	d := newDeliverer(t, st, clk, webhookTarget(rc.URL, clk, 3, 5*time.Second))
+	d.Start()
+	eventually(t, "the claim waits for the table lock", func() bool {
+		var n int
+		err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'prescient_deliveries'::regclass`).Scan(&n)
+		return err == nil && n > 0
+	})
+	stopped := make(chan error, 1)
+	go func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		stopped <- d.Stop(stopCtx)
+	}()
+	time.Sleep(300 * time.Millisecond) // Stop has begun: no new claim
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if dl := deliveryOf(t, st, ik, "hook"); dl.State != driver.DeliveryDelivered || dl.Attempts != 1 || len(rc.requests()) != 1 {
+		t.Fatalf("delivery whose claim was under way when Stop began: %+v, %d request(s); want delivered in one attempt", dl, len(rc.requests()))
+	}
+}
