@@ -109,26 +109,13 @@ func (e *env) apiToken(cfg *Config) (string, error) {
 		"and every request must carry the bearer token it holds (set %s to a long random secret, e.g. $(openssl rand -hex 32))", name, name))
 }
 
-// serveAPI serves the JSON API over client on api.listen, with token (from
-// apiToken), until the returned function is called; without api.listen it
-// serves nothing and returns a function that does nothing. When it cannot
-// listen it stops client before returning the error (a *ConfigError naming
-// api.listen), so that run can return it at once.
-func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, client *prescient.Client, log *slog.Logger) (stop func(), err error) {
+// listenAPI listens on api.listen, or returns nil without it. run calls it
+// before anything starts, so that an address it cannot listen on (a port
+// taken) is refused at once, as a *ConfigError naming api.listen, without a
+// slot fired first.
+func (e *env) listenAPI(cfg *Config, log *slog.Logger) (net.Listener, error) {
 	if cfg.API.Listen == "" {
-		return func() {}, nil
-	}
-	defer func() {
-		if err != nil {
-			if serr := client.Stop(context.WithoutCancel(ctx)); serr != nil {
-				err = errors.Join(err, serr)
-			}
-		}
-	}()
-	name := cfg.API.TokenEnv
-	if len(token) < apiTokenShort {
-		log.Warn(fmt.Sprintf("api: the bearer token is shorter than %d characters: use a long random secret (openssl rand -hex 32)", apiTokenShort),
-			"token_env", name, "length", len(token))
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", cfg.apiAddr())
 	if err != nil {
@@ -137,6 +124,21 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, client *p
 	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
 		log.Warn("api: serving beyond this host: anyone who can reach the address and holds the token can schedule, cancel and resolve jobs "+
 			"(listen on 127.0.0.1 and put a TLS proxy in front to serve other hosts)", "addr", ln.Addr().String())
+	}
+	return ln, nil
+}
+
+// serveAPI serves the JSON API over client on ln (from listenAPI), with
+// token (from apiToken), until the returned function is called; with no
+// listener it serves nothing and returns a function that does nothing.
+func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Listener, client *prescient.Client, log *slog.Logger) (stop func()) {
+	if ln == nil {
+		return func() {}
+	}
+	name := cfg.API.TokenEnv
+	if len(token) < apiTokenShort {
+		log.Warn(fmt.Sprintf("api: the bearer token is shorter than %d characters: use a long random secret (openssl rand -hex 32)", apiTokenShort),
+			"token_env", name, "length", len(token))
 	}
 	srv := &http.Server{
 		Handler:           httpapi.New(client, &httpapi.Opts{Token: token, Logger: log}),
@@ -164,5 +166,5 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, client *p
 			_ = srv.Close()
 		}
 		<-served
-	}, nil
+	}
 }

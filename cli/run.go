@@ -138,6 +138,13 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	if err != nil {
 		return err
 	}
+	apiLn, err := e.listenAPI(cfg, log) // nor on an address it cannot listen on
+	if err != nil {
+		return err
+	}
+	if apiLn != nil {
+		defer apiLn.Close() // served and closed by serveAPI, unless run ends first
+	}
 	stopDelivery, err := e.startDelivery(ctx, cfg, log) // sinks: workers on a store of their own, stopped after the client
 	if err != nil {
 		return err
@@ -157,11 +164,7 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		warnUnconfiguredSinks(ctx, cfg, client.Store(), log, now())
 	}
 	m.Watch(client)
-	stopAPI, err := e.serveAPI(ctx, cfg, apiToken, client, log) // api.listen; on an error it has stopped client
-	if err != nil {
-		return err
-	}
-	defer stopAPI()
+	defer e.serveAPI(ctx, cfg, apiToken, apiLn, client, log)()
 	pc := client.Config()
 	names := make([]string, 0)
 	for _, c := range pc.Checks.All() {
