@@ -79,6 +79,13 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 		}
 		seen[id] = true
 		r := &RetriedJob{Failed: rec}
+		if err := retryable(rec); err != nil {
+			// One record that cannot be scheduled (a name or key an older
+			// version stored) must not keep the others from their retry.
+			r.Skipped = "cannot schedule: " + err.Error()
+			res.Skipped = append(res.Skipped, r)
+			continue
+		}
 		if r.Skipped, err = c.retrySkip(ctx, rec); err != nil {
 			return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", rec.Entity, rec.Key, rec.Check, err)
 		}
@@ -99,6 +106,24 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 		res.Retried = append(res.Retried, r)
 	}
 	return res, nil
+}
+
+// retryable reports what keeps rec's job from being scheduled again before
+// any database is asked: its names, key and payload as Schedule checks them.
+func retryable(rec *history.Record) error {
+	if err := checks.ValidateName("entity", rec.Entity); err != nil {
+		return err
+	}
+	if err := checks.ValidateKey(rec.Entity, rec.Key); err != nil {
+		return err
+	}
+	if err := checks.ValidateName("check", rec.Check); err != nil {
+		return err
+	}
+	if len(rec.Payload) > 0 {
+		return checks.ValidatePayload(rec.Payload)
+	}
+	return nil
 }
 
 // checkRetry refuses parameters Retry cannot use, before any database is

@@ -280,6 +280,23 @@ func (c *Client) History(ctx context.Context, f history.Filter) ([]*history.Reco
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	// A name no job can have is an error, not "no records": a typo must
+	// not read as an entity without history.
+	if f.Entity != "" {
+		if err := checks.ValidateName("entity", f.Entity); err != nil {
+			return nil, fmt.Errorf("history filter: %w", err)
+		}
+	}
+	if f.Key != "" {
+		if err := checks.ValidateKey(f.Entity, f.Key); err != nil {
+			return nil, fmt.Errorf("history filter: %w", err)
+		}
+	}
+	if f.Check != "" {
+		if err := checks.ValidateName("check", f.Check); err != nil {
+			return nil, fmt.Errorf("history filter: %w", err)
+		}
+	}
 	recs, err := c.drv.HistoryList(ctx, f)
 	if err != nil {
 		return nil, err

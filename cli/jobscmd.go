@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -359,8 +359,11 @@ func showJobs(ctx context.Context, out io.Writer, c *prescient.Client, o *jobsSh
 	fmt.Fprintf(out, "\nhistory of %s, newest first:\n", what)
 	writeHistoryRecords(out, shown.History, true)
 	if shown.MoreHistory {
-		fmt.Fprintf(out, "older records exist: --history %d shows more, or prescient history --entity %s --key %s\n",
-			o.history*10, safeText(o.entity), strconv.Quote(o.key))
+		more := "prescient history --entity " + safeText(o.entity) + " --key " + shellWord(o.key)
+		if o.check != "" {
+			more += " --check " + shellWord(o.check)
+		}
+		fmt.Fprintf(out, "older records exist: --history %d shows more, or %s\n", min(o.history*10, history.LimitMax-1), more)
 	}
 	return nil
 }
@@ -393,4 +396,21 @@ func writeJob(out io.Writer, g slots.Grid, now time.Time, j *prescient.Job) {
 	row("created", "%s", fmtTime(j.CreatedAt))
 	row("updated", "%s", fmtTime(j.UpdatedAt))
 	tw.Flush()
+}
+
+// shellWord quotes s for a POSIX shell, so that a command printed for the
+// user to paste passes s as one word, as it is: unquoted when it holds only
+// characters no shell treats specially, else in single quotes (a single
+// quote inside written '\”). A word with a character that does not print
+// (no valid key holds one) is written as safeText shows it.
+func shellWord(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@%+=", r))
+	}) < 0 {
+		return s
+	}
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return safeText(s)
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

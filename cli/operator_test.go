@@ -286,7 +286,7 @@ func TestJobsShow(t *testing.T) {
 		}
 		out = h.mustRun("jobs", "show", "order", "42", "--history", "2")
 		wantContains(t, "jobs show --history 2", out, "reminder 2 failed", "reminder 1 failed",
-			`older records exist: --history 20 shows more, or prescient history --entity order --key "42"`)
+			`older records exist: --history 20 shows more, or prescient history --entity order --key 42`)
 		if strings.Contains(out, "reminder 0 failed") {
 			t.Errorf("jobs show --history 2 shows a third record:\n%s", out)
 		}

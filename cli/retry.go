@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -104,6 +105,16 @@ func retry(ctx context.Context, out io.Writer, c *prescient.Client, o *retryOpts
 	}
 	res, err := c.Retry(ctx, p)
 	if err != nil {
+		if o.json {
+			// stdout holds one JSON document: what was done before the
+			// error, if anything was.
+			if res != nil && len(res.Retried) > 0 && !o.dryRun {
+				if werr := writeJSON(out, res); werr != nil {
+					return errors.Join(err, werr)
+				}
+			}
+			return err
+		}
 		if res != nil && len(res.Retried) > 0 && !o.dryRun {
 			// Some were scheduled before the failure: say which, then fail.
 			fmt.Fprintf(out, "retried %d job(s) before the error:\n", len(res.Retried))
@@ -134,7 +145,8 @@ func retry(ctx context.Context, out io.Writer, c *prescient.Client, o *retryOpts
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ENTITY\tKEY\tCHECK\tFAILED AT\tWHY SKIPPED")
 		for _, r := range res.Skipped {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Failed.Entity, safeText(r.Failed.Key), r.Failed.Check, fmtTime(r.Failed.FinishedAt), r.Skipped)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", safeText(r.Failed.Entity), safeText(r.Failed.Key), safeText(r.Failed.Check),
+				fmtTime(r.Failed.FinishedAt), safeText(r.Skipped))
 		}
 		tw.Flush()
 	}

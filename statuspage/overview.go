@@ -65,7 +65,9 @@ type overviewPage struct {
 	Fired    []slotRow
 	FiredErr string
 	Ledger   int // ledger rows asked for
-	// Incomplete counts the Fired rows in state "incomplete".
+	// Incomplete counts the slots among Fired that no server finished, as
+	// prescient_slots_incomplete does: a slot one server died in and
+	// another fired to the end is not (its first row stays "incomplete").
 	Incomplete    int
 	ServerTimeout time.Duration
 	Servers       []serverRow
@@ -210,6 +212,13 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.FiredErr = p.failed(r, "the slot ledger", err)
 	}
+	finished := make(map[time.Time]bool)
+	for _, rec := range ledger {
+		if rec.Complete() {
+			finished[rec.Slot] = true
+		}
+	}
+	unfinished := make(map[time.Time]bool)
 	for _, rec := range ledger {
 		row := slotRow{Slot: rec.Slot, Position: cfg.Grid.Position(rec.Slot), Jobs: rec.Checked,
 			Server: rec.Server, Kind: rec.Kind, Lag: rec.StartedAt.Sub(rec.Slot), Finished: rec.Complete(),
@@ -223,9 +232,14 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 			row.State = "running"
 		default:
 			row.State = "incomplete"
-			d.Incomplete++
+			unfinished[rec.Slot] = !finished[rec.Slot]
 		}
 		d.Fired = append(d.Fired, row)
+	}
+	for _, u := range unfinished {
+		if u {
+			d.Incomplete++
+		}
 	}
 	bars(d.Fired)
 

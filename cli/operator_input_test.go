@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/sqlite"
+)
+
+// TestHistoryRefusesInvalidNames: like every other operator command (jobs
+// list, jobs show, cancel, resolve, retry), history refuses an entity or
+// check name that no job can have, saying which name and why; it once
+// answered "no history records match", as if the name had no history.
+func TestHistoryRefusesInvalidNames(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "")
+	h.mustRun("migrate")
+	for _, args := range [][]string{
+		{"history", "--entity", "or der"},
+		{"history", "--check", "bad check"},
+		{"history", "--outcome", "failed", "--check", "order unshipped"},
+	} {
+		out, err := h.run(args...)
+		if err == nil {
+			t.Errorf("prescient %s: no error; output:\n%s", strings.Join(args, " "), out)
+			continue
+		}
+		if !strings.Contains(err.Error(), "invalid") {
+			t.Errorf("prescient %s: %v; want an error naming the invalid name", strings.Join(args, " "), err)
+		}
+	}
+	// For comparison: jobs list and retry refuse the same name.
+	if _, err := h.run("jobs", "list", "--entity", "or der"); err == nil {
+		t.Errorf("jobs list --entity 'or der': no error")
+	}
+}
+
+// TestJobsShowHintIsShellSafe: the hint jobs show prints when older
+// history exists must, pasted into a shell, name the same entity key (and
+// the check shown). It once quoted the key with Go's strconv.Quote, in
+// double quotes, where a POSIX shell expands $ and backquotes.
+func TestJobsShowHintIsShellSafe(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "")
+	h.mustRun("migrate")
+	const key = `k$HOME`
+	for range 3 {
+		h.mustRun("schedule", "order", key, "order_unshipped", "--at", "2030-01-01T10:07:00Z")
+		h.mustRun("cancel", "order", key)
+	}
+	out := h.mustRun("jobs", "show", "order", key, "order_unshipped", "--history", "1")
+	m := regexp.MustCompile(`or (prescient history .*)\n`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("jobs show --history 1 of 3 records: no hint to older records:\n%s", out)
+	}
+	// What a shell makes of the hint's words.
+	sh, err := exec.Command("sh", "-c", `for a in `+strings.TrimPrefix(m[1], "prescient ")+`; do printf '%s\n' "$a"; done`).Output()
+	if err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	words := strings.Split(strings.TrimSuffix(string(sh), "\n"), "\n")
+	gotKey := ""
+	for i, w := range words {
+		if w == "--key" && i+1 < len(words) {
+			gotKey = words[i+1]
+		}
+	}
+	if gotKey != key {
+		t.Errorf("the hint %q gives the shell the key %q, want %q", m[1], gotKey, key)
+	}
+	if !strings.Contains(m[1], "--check order_unshipped") {
+		t.Errorf("the hint %q drops the check shown (order_unshipped): it lists every check's history", m[1])
+	}
+}
+
+// TestRetrySkipsWhatCannotBeScheduled: one failed record whose job cannot
+// be scheduled again (a key with a tab, which an older version stored) is
+// skipped with its reason, and the others are retried; it once stopped
+// the whole retry, and with --json printed a text table on stdout.
+func TestRetrySkipsWhatCannotBeScheduled(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "prescient.db")
+	h := sqliteHarness(t, path, "")
+	h.mustRun("migrate")
+	st, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	importHistory(t, st, &history.Record{ID: 1, Entity: "order", Key: "bad\tkey", Check: "order_unshipped",
+		Outcome: history.Failed, FinishedAt: time.Now().Add(-2 * time.Hour)})
+	importHistory(t, st, &history.Record{ID: 2, Entity: "order", Key: "42", Check: "order_unshipped",
+		Outcome: history.Failed, FinishedAt: time.Now().Add(-time.Hour)})
+	out, err := h.run("retry", "--json")
+	if err != nil {
+		t.Fatalf("retry --json: %v\n%s", err, out)
+	}
+	var res struct {
+		Retried []struct{ Failed struct{ Key string } }
+		Skipped []struct {
+			Failed  struct{ Key string }
+			Skipped string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("retry --json printed no JSON document: %v\n%s", err, out)
+	}
+	if len(res.Retried) != 1 || res.Retried[0].Failed.Key != "42" || len(res.Skipped) != 1 ||
+		res.Skipped[0].Failed.Key != "bad\tkey" || !strings.Contains(res.Skipped[0].Skipped, "cannot schedule") {
+		t.Fatalf("retry --json: %+v, want 42 retried and the bad key skipped, saying it cannot be scheduled", res)
+	}
+	h.mustRun("cancel", "order", "42")
+	text := h.mustRun("retry", "--dry-run")
+	if !strings.Contains(text, `bad\tkey`) || strings.Contains(text, "bad\tkey") {
+		t.Errorf("retry --dry-run shows the skipped key unescaped or not at all:\n%s", text)
+	}
+}

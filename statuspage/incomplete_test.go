@@ -1,0 +1,52 @@
+package statuspage
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/prescient-dev/prescient/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestIncompleteSlotsCountsSlotsNotRows: slot 09:58 was started by
+// web-2, which died in it; web-1 then fired it to the end. No slot is left
+// unfinished: prescient_slots_incomplete ("not finished by any server") says
+// 0, and so must the overview's "Incomplete slots" card, which once
+// counted web-2's ledger row and said 1, in red, until the row left the
+// timeline.
+func TestIncompleteSlotsCountsSlotsNotRows(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, st.open(t))
+			if _, err := f.client.FireSlot(context.Background(), slot0958); err != nil {
+				t.Fatal(err)
+			}
+			m := metrics.New(&metrics.Opts{CacheFor: -1})
+			m.Watch(f.client)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(m)
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			metric := -1.0
+			for _, mf := range mfs {
+				if mf.GetName() == "prescient_slots_incomplete" {
+					metric = mf.GetMetric()[0].GetGauge().GetValue()
+				}
+			}
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			summary := text(between(t, body, `id="summary"`, "</section>"))
+			if metric != 0 {
+				t.Fatalf("prescient_slots_incomplete = %v, want 0 (the premise)", metric)
+			}
+			wantText(t, "summary, after web-1 finished slot 09:58", summary, "Incomplete slots 0")
+		})
+	}
+}
