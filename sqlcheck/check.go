@@ -18,6 +18,7 @@ type Check struct {
 	spec    Spec
 	dialect Dialect
 	columns []Column
+	zone    *time.Location // Statement.Zone, for Zoneless columns
 	// keyCol and anchorCol index columns; anchorCol is -1 without an
 	// anchor column.
 	keyCol, anchorCol int
@@ -50,7 +51,7 @@ func New(spec Spec, st *Statement) (*Check, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Check{spec: spec, dialect: st.Dialect, columns: append([]Column(nil), st.Columns...), keyCol: -1, anchorCol: -1}
+	c := &Check{spec: spec, dialect: st.Dialect, columns: append([]Column(nil), st.Columns...), zone: st.Zone, keyCol: -1, anchorCol: -1}
 	c.spec.Stages = append([]Stage(nil), spec.Stages...)
 	var errs []error
 	seen := make(map[string]bool)
@@ -277,13 +278,28 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 	out := make([]*found, n)
 	vals := make([]any, len(c.columns))
 	dest := make([]any, len(c.columns))
-	for i := range vals {
+	raws := make([]json.RawMessage, len(c.columns))
+	for i, col := range c.columns {
 		dest[i] = &vals[i]
+		if col.JSON {
+			dest[i] = &raws[i] // as written: decoded, its numbers would pass through float64
+		}
 	}
 	for rows.Next() {
 		clear(vals)
+		clear(raws)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("query: read a row: %w", err)
+		}
+		for i, col := range c.columns {
+			switch {
+			case col.JSON && raws[i] != nil:
+				vals[i] = raws[i]
+			case col.Zoneless && c.zone != nil:
+				if t, ok := vals[i].(time.Time); ok {
+					vals[i] = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), c.zone)
+				}
+			}
 		}
 		key, ok := keyText(vals[c.keyCol])
 		if !ok {

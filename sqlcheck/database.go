@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,12 +48,22 @@ type Column struct {
 	// SQLite's declared types are hints: a value is read as a time when it
 	// is one.
 	TypeKnown bool
+	// Zoneless says the type is a timestamp without time zone
+	// (PostgreSQL): a wall-clock time, which PostgreSQL reads in the
+	// session's TimeZone (Statement.Zone), and so does the check.
+	Zoneless bool
+	// JSON says the type is json or jsonb (PostgreSQL): the value goes to
+	// the events' payload as written, numbers to the last digit.
+	JSON bool
 }
 
 // Statement describes a query prepared against a database.
 type Statement struct {
 	Dialect Dialect
 	Columns []Column
+	// Zone is the time zone the database reads Zoneless columns in (the
+	// PostgreSQL session's TimeZone); nil is UTC.
+	Zone *time.Location
 }
 
 // Database prepares the queries of declared checks against a database.
@@ -108,6 +119,8 @@ const (
 	oidDate        = 1082
 	oidTimestamp   = 1114
 	oidTimestamptz = 1184
+	oidJSON        = 114
+	oidJSONB       = 3802
 )
 
 func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, error) {
@@ -143,13 +156,35 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 		return nil, queryErrorf("$1 is read as %s, not an array: it is the due keys, an array (write WHERE id = ANY($1))", p.name)
 	}
 	st := &Statement{Dialect: Postgres}
+	var zoneless []string
 	for _, f := range sd.Fields {
 		st.Columns = append(st.Columns, Column{
 			Name:      f.Name,
 			Type:      types[f.DataTypeOID].name,
 			Time:      f.DataTypeOID == oidDate || f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidTimestamptz,
 			TypeKnown: true,
+			Zoneless:  f.DataTypeOID == oidTimestamp,
+			JSON:      f.DataTypeOID == oidJSON || f.DataTypeOID == oidJSONB,
 		})
+		if f.DataTypeOID == oidTimestamp {
+			zoneless = append(zoneless, f.Name)
+		}
+	}
+	if len(zoneless) > 0 {
+		// PostgreSQL reads a timestamp without time zone in the session's
+		// TimeZone (placed_at < now() - interval '3 hours' does), and so
+		// must the check, or its stages fire hours off.
+		var zone string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('TimeZone')`).Scan(&zone); err != nil {
+			return nil, fmt.Errorf("read the session's TimeZone: %w", err)
+		}
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			return nil, queryErrorf("column %s is a timestamp without time zone, which PostgreSQL reads in the session's TimeZone %q, "+
+				"a zone this server cannot load (%v): cast it to timestamptz in the query (%s::timestamptz), or set TimeZone to a zone name",
+				zoneless[0], zone, err, zoneless[0])
+		}
+		st.Zone = loc
 	}
 	rows, err := tx.Query(ctx, query, KeysArg(Postgres, nil))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -34,8 +35,21 @@ func keyText(v any) (string, bool) {
 		return strconv.FormatFloat(x, 'f', -1, 64), true
 	case [16]byte:
 		return uuidText(x), true
-	case fmt.Stringer:
+	case netip.Prefix:
+		if x.IsSingleIP() {
+			return x.Addr().String(), true // inet 10.0.0.1, as PostgreSQL prints it
+		}
 		return x.String(), true
+	case sqldriver.Valuer:
+		// A numeric (pgtype.Numeric) as PostgreSQL prints it, 1001.
+		if dv, err := x.Value(); err == nil {
+			if _, again := dv.(sqldriver.Valuer); !again {
+				return keyText(dv)
+			}
+		}
+	}
+	if s, ok := v.(fmt.Stringer); ok {
+		return s.String(), true
 	}
 	return fmt.Sprint(v), true
 }

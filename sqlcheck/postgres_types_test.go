@@ -1,0 +1,106 @@
+package sqlcheck_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlcheck"
+)
+
+// TestNumericKey: the package documentation says a key column that
+// holds a number is compared as its decimal text. A PostgreSQL numeric
+// column (numeric(12,0) ids are common) is a number, and its decimal text
+// for 1001 is "1001"; the job for order 1001 must raise its stage, not fail
+// with "returned key {…}, which is not one of the due keys".
+func TestNumericKey(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`CREATE TABLE num_orders (id numeric(12,0) PRIMARY KEY, status text NOT NULL)`)
+	d.exec(`INSERT INTO num_orders VALUES (1001, 'unshipped')`)
+	spec := sqlcheck.Spec{Name: "numkey", Entity: "order",
+		Query:  `SELECT id AS key FROM num_orders WHERE id = ANY($1) AND status = 'unshipped'`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(spec)
+	slot := epoch.Add(time.Hour)
+	e.schedule("numkey", "1001", slot)
+	e.fire(slot, slot)
+	r := e.finished("numkey", "1001")
+	if r.Outcome != history.Done || r.LastError != "" {
+		t.Errorf("numeric key 1001: %s with error %q; want done with its stage raised", r.Outcome, r.LastError)
+	}
+	if evs := d.events("numkey"); len(evs) != 1 {
+		t.Errorf("events %v, want order.seen for 1001", evs)
+	}
+}
+
+// TestJSONPayloadExact: the payload carries "JSON as itself"
+// (jsonValue's documentation); a jsonb column holding an id above 2^53 must
+// reach the event as written, not rounded through float64.
+func TestJSONPayloadExact(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`ALTER TABLE orders ADD COLUMN meta jsonb`)
+	d.order("A", "unshipped", epoch, 1)
+	d.exec(`UPDATE orders SET meta = '{"customer_id": 9007199254740993}' WHERE id = 'A'`)
+	spec := sqlcheck.Spec{Name: "meta", Entity: "order",
+		Query:  `SELECT id AS key, meta FROM orders WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(spec)
+	slot := epoch.Add(time.Hour)
+	e.schedule("meta", "A", slot)
+	e.fire(slot, slot)
+	var payload string
+	if err := d.pg.Pool().QueryRow(d.ctx, `SELECT payload::text FROM prescient_outbox WHERE check_name = 'meta'`).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(payload, "9007199254740993") {
+		t.Errorf("payload %s: the jsonb column's customer_id 9007199254740993 was changed on its way to the event", payload)
+	}
+}
+
+// TestTimestampAnchorInSessionZone: Prepare accepts a timestamp
+// (without time zone) anchor. PostgreSQL reads such a value as a point in
+// time in the session's TimeZone: it is what `placed_at < now() - interval
+// '3 hours'` (the cron the README replaces) compares, and what a column
+// written with DEFAULT now() holds. On a database whose TimeZone is
+// Europe/Paris, an order placed at 12:00Z holds 14:00; its 3h stage is due
+// at 15:00Z, as the cron says, not at 17:00Z.
+func TestTimestampAnchorInSessionZone(t *testing.T) {
+	ctx := context.Background()
+	url, schema := pgtest.SchemaName(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	st, err := postgres.Open(ctx, url+sep+"timezone=Europe/Paris", &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
+	if d.prepare, err = sqlcheck.ForStore(st); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(ordersDDL)
+	// As the application writes it: placed_at timestamp DEFAULT now(), at 12:00Z.
+	d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamptz, 1)`, epoch)
+	var cronDue bool
+	if err := st.Pool().QueryRow(ctx, `SELECT placed_at <= $1::timestamptz - interval '3 hours' FROM orders WHERE id = 'A'`,
+		epoch.Add(3*time.Hour)).Scan(&cronDue); err != nil || !cronDue {
+		t.Fatalf("PostgreSQL itself: order A due for its 3h stage at 15:00Z: %v, %v", cronDue, err)
+	}
+	e := d.newEngine(ladder(d))
+	slot := epoch.Add(3 * time.Hour)
+	e.schedule("unshipped", "A", slot)
+	e.fire(slot, slot)
+	if evs := d.events("unshipped"); len(evs) != 1 {
+		t.Errorf("events at 15:00Z: %v; want order.unshipped, due by PostgreSQL's own reading of placed_at (next check now %s)",
+			evs, e.next("unshipped", "A").Format(time.RFC3339))
+	}
+}
