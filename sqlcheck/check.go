@@ -302,6 +302,9 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 			}
 		}
 		key, ok := keyText(vals[c.keyCol])
+		if c.columns[c.keyCol].Padded {
+			key = strings.TrimRight(key, " ")
+		}
 		if !ok {
 			return nil, fmt.Errorf("query returned a NULL key: the key column must hold the entity's key")
 		}

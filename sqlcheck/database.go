@@ -55,6 +55,10 @@ type Column struct {
 	// JSON says the type is json or jsonb (PostgreSQL): the value goes to
 	// the events' payload as written, numbers to the last digit.
 	JSON bool
+	// Padded says the type is character(n) (PostgreSQL), whose values come
+	// padded with blanks that PostgreSQL ignores when it compares them: a
+	// key is read without them.
+	Padded bool
 }
 
 // Statement describes a query prepared against a database.
@@ -121,6 +125,7 @@ const (
 	oidTimestamptz = 1184
 	oidJSON        = 114
 	oidJSONB       = 3802
+	oidBpchar      = 1042
 )
 
 func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, error) {
@@ -165,6 +170,7 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 			TypeKnown: true,
 			Zoneless:  f.DataTypeOID == oidTimestamp,
 			JSON:      f.DataTypeOID == oidJSON || f.DataTypeOID == oidJSONB,
+			Padded:    f.DataTypeOID == oidBpchar,
 		})
 		if f.DataTypeOID == oidTimestamp {
 			zoneless = append(zoneless, f.Name)

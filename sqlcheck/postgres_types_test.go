@@ -104,3 +104,25 @@ func TestTimestampAnchorInSessionZone(t *testing.T) {
 			evs, e.next("unshipped", "A").Format(time.RFC3339))
 	}
 }
+
+// TestPaddedKey: a character(n) key comes back padded with blanks, which
+// PostgreSQL ignores when it compares (id = ANY($1) matches 'A1'); the check
+// must too, or every job fails "not one of the due keys".
+func TestPaddedKey(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`CREATE TABLE char_orders (id character(10) PRIMARY KEY, status text NOT NULL)`)
+	d.exec(`INSERT INTO char_orders VALUES ('A1', 'unshipped')`)
+	spec := sqlcheck.Spec{Name: "charkey", Entity: "order",
+		Query:  `SELECT id AS key FROM char_orders WHERE id = ANY($1) AND status = 'unshipped'`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(spec)
+	slot := epoch.Add(time.Hour)
+	e.schedule("charkey", "A1", slot)
+	e.fire(slot, slot)
+	if r := e.finished("charkey", "A1"); r.Outcome != history.Done || r.LastError != "" {
+		t.Errorf("character(10) key A1: %s with error %q; want done with its stage raised", r.Outcome, r.LastError)
+	}
+	if evs := d.events("charkey"); len(evs) != 1 {
+		t.Errorf("events %v, want order.seen for A1", evs)
+	}
+}
