@@ -420,9 +420,15 @@ func (c *Client) noteUnknown(m map[string]int) {
 
 // UnknownChecks returns the check names this server found due jobs for but
 // has no check registered under, with the jobs seen in the last slot that
-// had them. Those jobs stay pending.
+// had them. Those jobs stay pending. A name registered since is left out
+// (the registry may grow while the client runs), and forgotten.
 func (c *Client) UnknownChecks() map[string]int {
 	c.unknownMu.Lock()
 	defer c.unknownMu.Unlock()
+	for name := range c.unknown {
+		if _, ok := c.cfg.Checks.Lookup(name); ok {
+			delete(c.unknown, name)
+		}
+	}
 	return maps.Clone(c.unknown)
 }

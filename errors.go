@@ -16,7 +16,8 @@ var ErrNotFound = driver.ErrNotFound
 // store, say). A TypedClient makes that a compile error instead.
 var ErrTxType = driver.ErrTxType
 
-// ErrClosed is returned by a client that has been stopped.
+// ErrClosed is what Ready returns once Stop has begun, until the client is
+// started again.
 var ErrClosed = errors.New("prescient: client stopped")
 
 // ErrNotMigrated is returned when prescient's tables are missing from the

@@ -599,6 +599,10 @@ func call(ctx, runCtx context.Context, u unit, limits guards.Limits, run *runner
 	return results, nil
 }
 
+// errCheckExited is the failure of a check that ended its goroutine
+// (runtime.Goexit) instead of returning.
+var errCheckExited = errors.New("the check exited its goroutine (runtime.Goexit, such as t.FailNow) without returning")
+
 // guarded runs fn in runCtx, which ends with ctx or after limit, on run's
 // goroutine. A panic becomes an error with its stack; overrunning the
 // deadline is an error even if fn ignores its context (fn is then abandoned
@@ -607,15 +611,26 @@ func call(ctx, runCtx context.Context, u unit, limits guards.Limits, run *runner
 func guarded(ctx, runCtx context.Context, limit time.Duration, name string, run *runner, fn func(context.Context) error) error {
 	done := make(chan error, 1)
 	run.run(func() {
+		returned := false
 		defer func() {
 			if p := recover(); p != nil {
 				done <- fmt.Errorf("check %s panicked: %v\n%s", name, p, debug.Stack())
+			} else if !returned {
+				// runtime.Goexit (t.FailNow in a test's check): the
+				// runner's goroutine is ending; fail the check now rather
+				// than when its guard runs out, holding the group.
+				done <- fmt.Errorf("check %s: %w", name, errCheckExited)
 			}
 		}()
-		done <- fn(runCtx)
+		err := fn(runCtx)
+		returned = true
+		done <- err
 	})
 	select {
 	case err := <-done:
+		if errors.Is(err, errCheckExited) {
+			run.abandon() // its goroutine is gone: the next check starts another
+		}
 		if ctx.Err() != nil {
 			return errInterrupted
 		}

@@ -48,6 +48,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.workCtx, c.hardCtx, c.stopWork, c.stopNow = work, hard, stopWork, stopNow
 	c.runMu.Unlock()
 	c.startedAt = c.now()
+	c.own.mu.Lock()
+	c.own.healthErr, c.own.healthy = nil, false // not started, until the heartbeat: no longer ErrClosed
+	c.own.mu.Unlock()
 	if err := c.Heartbeat(ctx); err != nil {
 		stopWork()
 		stopNow()
@@ -170,6 +173,11 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	c.running = false // no work is tracked from here on
 	c.runMu.Unlock()
+	// Not ready from here on (/readyz, prescient_ready): a stopping server
+	// takes no new work. Nothing the store answers meanwhile changes that.
+	c.own.mu.Lock()
+	c.own.healthErr, c.own.healthy = ErrClosed, false
+	c.own.mu.Unlock()
 	cronDone := c.cron.Stop()
 	c.stopWork()
 

@@ -155,6 +155,10 @@ func (c *Client) Ready() error {
 // recovery (an error followed by success) starts a catch-up sweep.
 func (c *Client) setHealth(err error) error {
 	c.own.mu.Lock()
+	if c.own.healthErr == ErrClosed { // stopping or stopped: Start clears it
+		c.own.mu.Unlock()
+		return err
+	}
 	recovered := err == nil && c.own.healthErr != nil
 	wasHealthy := c.own.healthy
 	c.own.healthErr, c.own.healthy = err, err == nil

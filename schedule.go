@@ -34,7 +34,9 @@ type ScheduleParams struct {
 	// up to; otherwise scheduling fails with an error wrapping ErrOutOfRange.
 	At time.Time
 	// Payload, if not nil, is stored as JSON and handed to the check
-	// (a json.RawMessage is stored as is). It must pass
+	// (a json.RawMessage is stored as is on SQLite, as jsonb normalises it on
+	// PostgreSQL; a nil one, a job's Payload when it has none, is no
+	// payload). It must pass
 	// checks.ValidatePayload: at most PayloadMax bytes of UTF-8 JSON,
 	// nesting at most checks.PayloadDepthMax deep, without \u0000.
 	Payload any
@@ -170,6 +172,9 @@ func marshalPayload(v any) (json.RawMessage, error) {
 	var b []byte
 	switch v := v.(type) {
 	case json.RawMessage:
+		if v == nil {
+			return nil, nil // a job's Payload when it has none: none (an empty non-nil one is no JSON)
+		}
 		b = v
 	default:
 		var err error

@@ -74,8 +74,12 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 }
 
 // SlotsParams selects rows of the slot ledger: slots in [Since, Until) (zero
-// bounds are open), newest first, at most Limit (0 means 100).
+// bounds are open), newest first, at most Limit (0 means 100, at most
+// SlotsLimitMax).
 type SlotsParams = driver.SlotListParams
+
+// SlotsLimitMax is the largest SlotsParams.Limit.
+const SlotsLimitMax = 100_000
 
 // Slots reads the slot ledger: one row per slot and server that fired it,
 // adding up every firing of the slot by that server (a slot fired again by a
@@ -85,6 +89,13 @@ type SlotsParams = driver.SlotListParams
 func (c *Client) Slots(ctx context.Context, p *SlotsParams) ([]*SlotRecord, error) {
 	if p == nil {
 		p = &SlotsParams{}
+	}
+	switch {
+	case p.Limit < 0 || p.Limit > SlotsLimitMax:
+		return nil, fmt.Errorf("prescient: read the slot ledger: limit %d is out of range [1, %d] (0 means 100)", p.Limit, SlotsLimitMax)
+	case !p.Since.IsZero() && !p.Until.IsZero() && !p.Since.Before(p.Until):
+		return nil, fmt.Errorf("prescient: read the slot ledger: since %s is not before until %s",
+			p.Since.Format(time.RFC3339Nano), p.Until.Format(time.RFC3339Nano))
 	}
 	recs, err := c.drv.SlotList(ctx, p)
 	if err != nil {

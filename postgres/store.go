@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -336,6 +337,10 @@ func callerTx(tx any) (pgx.Tx, error) {
 	case nil:
 		return nil, nil
 	case pgx.Tx:
+		if v := reflect.ValueOf(t); v.Kind() == reflect.Pointer && v.IsNil() {
+			// A nil *pgxpool.Tx, say: a transaction never begun.
+			return nil, fmt.Errorf("%w: the PostgreSQL store got a nil %T", driver.ErrTxType, tx)
+		}
 		return t, nil
 	default:
 		return nil, fmt.Errorf("%w: the PostgreSQL store takes a pgx.Tx, got %T", driver.ErrTxType, tx)

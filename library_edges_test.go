@@ -1,0 +1,166 @@
+package prescient_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// A job without payload carries a nil json.RawMessage (checks.Job.Payload,
+// history.Record.Payload). Handing it on as the payload of a follow-up job,
+// the natural round trip, must mean "no payload", not "invalid JSON".
+func TestNilRawMessagePayloadIsNoPayload(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, &checks.Registry{}, nil)
+		first := schedule(t, c, "1", "c", "2026-03-10T11:00:00Z") // no payload: first.Payload is nil
+		j, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "follow_up",
+			At: ts("2026-03-10T12:00:00Z"), Payload: first.Payload})
+		if err != nil {
+			t.Fatalf("schedule with the payload of a job that has none (%#v): %v", first.Payload, err)
+		}
+		if j.Payload != nil {
+			t.Fatalf("payload %q, want none", j.Payload)
+		}
+	})
+}
+
+// Once the check of jobs left pending is registered (the Registry is safe
+// for concurrent use) and those jobs have run, the client must no longer
+// report the check as one it has no check for: the status page shows
+// UnknownChecks as "has no check of that name".
+func TestUnknownChecksForgetsARegisteredCheck(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		reg := &checks.Registry{}
+		c := h.client(clk, reg, nil)
+		schedule(t, c, "1", "late", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		c.Tick(ctx)
+		if got := c.UnknownChecks(); got["late"] != 1 {
+			t.Fatalf("UnknownChecks = %v before registering, want late:1", got)
+		}
+		rec := &calls{}
+		if err := reg.Register("late", alertOnce(rec), nil); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set("2026-03-10T10:30:00Z")
+		c.Tick(ctx)
+		if rec.total() != 1 {
+			t.Fatalf("the late-registered check ran %d times, want 1", rec.total())
+		}
+		if _, err := c.Job(ctx, "order", "1", "late"); !errors.Is(err, prescient.ErrNotFound) {
+			t.Fatalf("job still pending: %v", err)
+		}
+		if got := c.UnknownChecks(); got["late"] != 0 {
+			t.Fatalf("UnknownChecks = %v after the check was registered and its job ran; want no entry for late", got)
+		}
+	})
+}
+
+// Jobs, History and Deliveries refuse a negative limit; Slots must too, the
+// same on both stores (SQLite reads LIMIT -1 as "no limit" and returns the
+// whole ledger; PostgreSQL fails with an SQL error).
+func TestSlotsRefusesNegativeLimit(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, &checks.Registry{}, nil)
+		for _, s := range []string{"2026-03-10T10:00:00Z", "2026-03-10T10:15:00Z"} {
+			clk.Set(s)
+			fire(t, c, s)
+		}
+		recs, err := c.Slots(ctx, &prescient.SlotsParams{Limit: -1})
+		if err == nil {
+			t.Fatalf("Slots with limit -1: %d rows and no error; want an error naming the limit, as Jobs and History give", len(recs))
+		}
+		if !strings.Contains(err.Error(), "limit -1") {
+			t.Fatalf("Slots with limit -1: %v; want the client's own error naming the limit (as Jobs: \"limit -1 is out of range\")", err)
+		}
+	})
+}
+
+// ErrClosed "is returned by a client that has been stopped": Ready, which the
+// health endpoint and the prescient_ready metric read, keeps answering nil
+// (ready) after Stop, and no method ever returns ErrClosed.
+func TestReadyAfterStopIsErrClosed(t *testing.T) {
+	h := openSQLite(t)
+	ctx := context.Background()
+	clk := newClock("2026-03-10T10:00:00Z")
+	c := h.client(clk, &checks.Registry{}, nil)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(); err != nil {
+		t.Fatalf("ready after Start: %v", err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(); !errors.Is(err, prescient.ErrClosed) {
+		t.Fatalf("Ready after Stop = %v, want ErrClosed: the stopped server fires nothing and has deregistered", err)
+	}
+}
+
+// A nil pgx.Tx of a concrete type (a nil *pgxpool.Tx) must be refused with
+// an error, as the SQLite store refuses a nil *sql.Tx ("the SQLite store got
+// a nil *sql.Tx"), not crash the application with a nil dereference.
+func TestTypedNilPgxTxIsAnError(t *testing.T) {
+	h := openPostgres(t)
+	ctx := context.Background()
+	c, err := prescient.NewTypedClient(h.store.(*postgres.Store), &prescient.Config{Server: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx *pgxpool.Tx // e.g. returned by a helper alongside an error that was not checked
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("ScheduleTx with a nil *pgxpool.Tx panicked: %v", p)
+		}
+	}()
+	_, err = c.ScheduleTx(ctx, tx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "c", At: time.Now().Add(time.Hour)})
+	if !errors.Is(err, prescient.ErrTxType) {
+		t.Fatalf("ScheduleTx with a nil *pgxpool.Tx: %v, want ErrTxType", err)
+	}
+}
+
+// A check whose goroutine exits without returning or panicking
+// (runtime.Goexit: t.FailNow/t.Fatal in a test's check) is a failure at
+// once, not an overrun reported only after the whole runtime guard (default
+// 30s) while the group's transaction holds its locks.
+func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		reg := register(t, "exits", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			runtime.Goexit()
+			return time.Time{}, nil
+		}, &checks.Opts{Guards: guards.Limits{Runtime: 3 * time.Second}})
+		c := h.client(clk, reg, nil)
+		schedule(t, c, "1", "exits", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		began := time.Now()
+		fire(t, c, "2026-03-10T10:15:00Z")
+		took := time.Since(began)
+		j, err := c.Job(ctx, "order", "1", "exits")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took > time.Second || strings.Contains(j.LastError, "runtime guard") {
+			t.Fatalf("a check that exited its goroutine held the slot %s and was recorded as %q; want a failure at once saying what happened",
+				took.Round(time.Millisecond), j.LastError)
+		}
+	})
+}
