@@ -596,11 +596,16 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			name, ref = string(rest[:n]), "$"+string(rest[:n])
 		}
 		v, ok := lookupEnv(name)
-		if !ok {
+		switch {
+		case !ok:
 			// A ${NAME} is written on purpose; a $NAME may be a piece of a
 			// password that holds a $.
 			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref), ref[1] != '{')
-		} else {
+		case strings.ContainsAny(v, "\r\n"):
+			// Pasted in, it would end the line: the value would be cut,
+			// and every later error would name the wrong line.
+			bad(fmt.Errorf("%s holds a line break: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')
+		default:
 			b.WriteString(v)
 		}
 		i += len(ref)

@@ -267,6 +267,9 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 			return nil, nil, err
 		}
 		log.Info("migrated", "database", describeOpen(ctx, st, &cfg))
+	} else if err := checkSchema(ctx, st, log); err != nil {
+		st.Close()
+		return nil, nil, err
 	}
 	if err := e.declare(ctx, st, &cfg, true); err != nil { // declared.go
 		st.Close()
@@ -295,6 +298,37 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		return nil, nil, err
 	}
 	return client, st.Close, nil
+}
+
+// schemaVersioner is a store that says which schema version its database
+// is at and which this binary brings it to.
+type schemaVersioner interface {
+	SchemaVersion(ctx context.Context) (current, latest int64, err error)
+}
+
+// checkSchema compares the database's schema with this binary's migrations,
+// for a run without --migrate: a schema behind them is an error (tried
+// again: a `prescient migrate` beside may bring it up), since checks would
+// fail on tables or columns it lacks; one ahead of them (a newer prescient
+// migrated it) is only warned of, so that rolling back a release does not
+// stop the servers.
+func checkSchema(ctx context.Context, st prescient.Store, log *slog.Logger) error {
+	sv, ok := st.(schemaVersioner)
+	if !ok {
+		return nil
+	}
+	current, latest, err := sv.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		return err
+	case current < latest:
+		return fmt.Errorf("the database's schema is at version %d and this prescient needs %d: run `prescient migrate` "+
+			"(or start with `prescient run --migrate`)", current, latest)
+	case current > latest:
+		log.Warn("the database's schema is newer than this prescient knows: a newer version migrated it; upgrade this server",
+			"schema_version", current, "known_up_to", latest)
+	}
+	return nil
 }
 
 // startupReadier is what the health endpoints ask while `run` starts: not

@@ -17,6 +17,9 @@ var (
 	// ErrTxType is returned when a method is given a transaction of a type
 	// the store does not use (a *sql.Tx to the PostgreSQL store, say).
 	ErrTxType = errors.New("prescient: transaction type does not match the store")
+	// ErrSchemaNewer is returned when the database's schema is at a
+	// version this binary does not know: a newer prescient migrated it.
+	ErrSchemaNewer = errors.New("prescient: the database's schema is newer than this prescient knows: a newer version migrated it; upgrade prescient")
 	// ErrNotMigrated is returned when prescient's tables are missing from the
 	// database.
 	ErrNotMigrated = errors.New("prescient: the database has no prescient tables yet: run `prescient migrate` (or Store.Migrate) first")

@@ -5,7 +5,13 @@
 // followed by new ones.
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+)
 
 // Postgres holds the PostgreSQL migrations under the directory "postgres".
 // They create the tables (all named prescient_…), their indexes and the SQL
@@ -14,3 +20,26 @@ import "embed"
 //
 //go:embed postgres/*.sql
 var Postgres embed.FS
+
+// Latest returns the version of the last migration in dir of fsys (the
+// number its file name starts with, as goose reads it): the schema version
+// this binary brings a database to.
+func Latest(fsys fs.FS, dir string) (int64, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		v, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: %w", e.Name(), err)
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/migrations"
 )
 
@@ -29,6 +30,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	if err := s.createSchema(ctx); err != nil {
 		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(ctx, err))
+	}
+	if current, latest, err := s.SchemaVersion(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	} else if current > latest {
+		return fmt.Errorf("migrate: %w (its version is %d, this one's last is %d)", driver.ErrSchemaNewer, current, latest)
 	}
 	fsys, err := fs.Sub(migrations.Postgres, "postgres")
 	if err != nil {
@@ -66,6 +72,13 @@ func (s *Store) createSchema(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.lockID()); err != nil {
 			return err
 		}
+		// PostgreSQL checks the right to create schemas in the database
+		// before IF NOT EXISTS: a role given a schema of its own (CREATE
+		// SCHEMA ... AUTHORIZATION app) but not that right must find it.
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.schema).Scan(&exists); err != nil || exists {
+			return err
+		}
 		_, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{s.schema}.Sanitize())
 		return err
 	})
@@ -76,4 +89,28 @@ func (s *Store) lockID() int64 {
 	h := fnv.New64a()
 	h.Write([]byte("prescient migrations\x00" + s.schema))
 	return int64(h.Sum64())
+}
+
+// SchemaVersion returns the version the database's schema is at (0 before
+// any migration) and the last version this binary's migrations bring it
+// to. It reads goose's table and changes nothing.
+func (s *Store) SchemaVersion(ctx context.Context) (current, latest int64, err error) {
+	if latest, err = migrations.Latest(migrations.Postgres, "postgres"); err != nil {
+		return 0, 0, err
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, migrationsTable).Scan(&exists); err != nil {
+		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(ctx, err))
+	}
+	if !exists {
+		return 0, latest, nil
+	}
+	var v *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM `+migrationsTable).Scan(&v); err != nil {
+		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(ctx, err))
+	}
+	if v != nil {
+		current = *v
+	}
+	return current, latest, nil
 }

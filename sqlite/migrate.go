@@ -14,6 +14,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/migrations"
 )
 
@@ -29,6 +30,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	if current, latest, err := s.SchemaVersion(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	} else if current > latest {
+		return fmt.Errorf("migrate: %w (its version is %d, this one's last is %d)", driver.ErrSchemaNewer, current, latest)
 	}
 	provider, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
 		goose.WithLocker(newMigrateLocker(s)),
@@ -169,4 +175,26 @@ func (l *migrateLocker) Unlock(ctx context.Context, _ *sql.DB) error {
 		return fmt.Errorf("release migration lock: %w", interpretError(err))
 	}
 	return nil
+}
+
+// SchemaVersion returns the version the database's schema is at (0 before
+// any migration) and the last version this binary's migrations bring it
+// to. It reads goose's table and changes nothing.
+func (s *Store) SchemaVersion(ctx context.Context) (current, latest int64, err error) {
+	if latest, err = migrations.Latest(migrations.SQLite, "sqlite"); err != nil {
+		return 0, 0, err
+	}
+	var exists bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1)`,
+		migrationsTable).Scan(&exists); err != nil {
+		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(err))
+	}
+	if !exists {
+		return 0, latest, nil
+	}
+	var v sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+migrationsTable).Scan(&v); err != nil {
+		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(err))
+	}
+	return v.Int64, latest, nil
 }

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/prescient-dev/prescient/migrations"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// migrateTo applies the PostgreSQL migrations up to version in schema,
+// as an earlier prescient would have left the database.
+func migrateTo(t *testing.T, url, schema string, version int64) {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Pool().Exec(t.Context(), "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := fs.Sub(migrations.Postgres, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(st.Pool())
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
+		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), version); err != nil {
+		t.Fatalf("migrate to version %d: %v", version, err)
+	}
+}
+
+// TestRunRefusesASchemaBehindTheBinary: a new binary started without
+// --migrate on a database an earlier prescient migrated (here to version 7,
+// before the outbox of 00008) must say that the database needs `prescient
+// migrate`, not start serving and fail every check that raises an event
+// (each failure counts towards retry.max_failures, and the jobs end failed).
+func TestRunRefusesASchemaBehindTheBinary(t *testing.T) {
+	t.Parallel()
+	h, url, schema := dbHarness(t, "")
+	h.config = writeConfig(t, "database:\n  schema: "+schema+"\n  startup_timeout: 2s\nslots: {resolution: 1s, cycle: 0s}\n")
+	migrateTo(t, url, schema, 7)
+
+	srv := startRun(t, h)
+	select {
+	case <-srv.exit:
+	case <-time.After(10 * time.Second):
+		logs := srv.stderr.String()
+		srv.cancel()
+		<-srv.exit
+		t.Fatalf("run on a schema at version 7 (this binary has 11 migrations) still running after 10s, "+
+			"serving=%v; logs:\n%s", strings.Contains(logs, "msg=serving "), logs)
+	}
+	if srv.err == nil || !strings.Contains(srv.err.Error(), "migrate") {
+		t.Fatalf("run on a schema at version 7: error %v, want one that says to run prescient migrate; logs:\n%s",
+			srv.err, srv.stderr.String())
+	}
+}
+
+// TestMigrateSaysTheDatabaseIsNewer: an older binary's `migrate` on a
+// database that a newer prescient migrated (a version this binary does not
+// know) must not report "migrated" as if all were well.
+func TestMigrateSaysTheDatabaseIsNewer(t *testing.T) {
+	t.Parallel()
+	h, url, schema := dbHarness(t, "")
+	h.mustRun("migrate")
+	st, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Pool().Exec(t.Context(),
+		`INSERT INTO prescient_migrations (version_id, is_applied) VALUES (9999, true)`); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := h.runCtx(context.Background(), "migrate")
+	if err == nil && !strings.Contains(out+stderr, "9999") {
+		t.Fatalf("migrate on a database at version 9999 (this binary knows 11): no error and no word of it:\n%s%s", out, stderr)
+	}
+}
+
+// TestEnvValueWithALineBreakIsRefused: a variable whose value holds a line
+// break, pasted into the file, would end its line: the value would be cut
+// and every later error would name the wrong line (workers: 0 on line 3
+// was reported on line 4). It is refused, at its own line.
+func TestEnvValueWithALineBreakIsRefused(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "database:\n  path: \"${P}\"\nworkers: 0\n")
+	cfg, err := loadConfig(path, envOf(map[string]string{"P": "a\nb.db"}))
+	if err == nil {
+		err = cfg.Validate()
+	}
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Line != 2 || !strings.Contains(err.Error(), "${P} holds a line break") {
+		t.Fatalf("a variable holding a line break: error %v, want one at line 2 saying ${P} holds a line break", err)
+	}
+}
