@@ -20,6 +20,10 @@ var ErrTxType = driver.ErrTxType
 // started again.
 var ErrClosed = errors.New("prescient: client stopped")
 
+// ErrSchemaNewer is what `prescient migrate` returns for a database whose
+// schema a newer prescient migrated.
+var ErrSchemaNewer = driver.ErrSchemaNewer
+
 // ErrNotMigrated is returned when prescient's tables are missing from the
 // database: run Store.Migrate (`prescient migrate`) first.
 var ErrNotMigrated = driver.ErrNotMigrated

@@ -596,6 +596,8 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			name, ref = string(rest[:n]), "$"+string(rest[:n])
 		}
 		v, ok := lookupEnv(name)
+		// A secret file's trailing line break is not part of the value.
+		v = strings.TrimRight(v, "\r\n")
 		switch {
 		case !ok:
 			// A ${NAME} is written on purpose; a $NAME may be a piece of a
@@ -604,7 +606,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		case strings.ContainsAny(v, "\r\n"):
 			// Pasted in, it would end the line: the value would be cut,
 			// and every later error would name the wrong line.
-			bad(fmt.Errorf("%s holds a line break: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')
+			bad(fmt.Errorf("%s holds a line break inside its value: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')
 		default:
 			b.WriteString(v)
 		}

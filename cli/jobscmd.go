@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -400,17 +399,15 @@ func writeJob(out io.Writer, g slots.Grid, now time.Time, j *prescient.Job) {
 
 // shellWord quotes s for a POSIX shell, so that a command printed for the
 // user to paste passes s as one word, as it is: unquoted when it holds only
-// characters no shell treats specially, else in single quotes (a single
-// quote inside written '\”). A word with a character that does not print
-// (no valid key holds one) is written as safeText shows it.
+// characters no shell treats specially, else in single quotes, inside which
+// a shell takes every character literally (a single quote inside written
+// '\”). Keys hold no control character (checks.ValidateKey), so the quoted
+// word prints as it is.
 func shellWord(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@%+=", r))
 	}) < 0 {
 		return s
-	}
-	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return safeText(s)
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -107,6 +107,15 @@ type migrateResult struct {
 func (e *env) migrate(ctx context.Context, st prescient.Store, cfg *Config, prog *progress) (*migrateResult, error) {
 	res := &migrateResult{Database: describeOpen(ctx, st, cfg)}
 	prog.set("applying the schema migrations")
+	// A schema a newer prescient migrated is refused here, where the point
+	// is to bring it to this binary's version (run only warns of it).
+	if sv, ok := st.(schemaVersioner); ok {
+		if current, latest, err := sv.SchemaVersion(ctx); err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		} else if current > latest {
+			return nil, fmt.Errorf("migrate: %w (its version is %d, this one's last is %d)", prescient.ErrSchemaNewer, current, latest)
+		}
+	}
 	// The store's errors say "migrate", "save grid" and "save catalog".
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err

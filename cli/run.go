@@ -267,7 +267,8 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 			return nil, nil, err
 		}
 		log.Info("migrated", "database", describeOpen(ctx, st, &cfg))
-	} else if err := checkSchema(ctx, st, log); err != nil {
+	}
+	if err := checkSchema(ctx, st, log); err != nil {
 		st.Close()
 		return nil, nil, err
 	}
@@ -306,8 +307,8 @@ type schemaVersioner interface {
 	SchemaVersion(ctx context.Context) (current, latest int64, err error)
 }
 
-// checkSchema compares the database's schema with this binary's migrations,
-// for a run without --migrate: a schema behind them is an error (tried
+// checkSchema compares the database's schema with this binary's migrations:
+// a schema behind them (run without --migrate) is an error (tried
 // again: a `prescient migrate` beside may bring it up), since checks would
 // fail on tables or columns it lacks; one ahead of them (a newer prescient
 // migrated it) is only warned of, so that rolling back a release does not

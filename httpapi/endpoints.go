@@ -223,6 +223,21 @@ func (a *api) history(ctx context.Context, r *http.Request) (int, any, error) {
 	if f.Key != "" && f.Entity == "" {
 		return 0, nil, badField("key", fmt.Sprintf("key %s needs entity", quote(f.Key)))
 	}
+	if f.Entity != "" {
+		if err := checks.ValidateName("entity", f.Entity); err != nil {
+			return 0, nil, badField("entity", err.Error())
+		}
+	}
+	if f.Key != "" {
+		if err := checks.ValidateKey(f.Entity, f.Key); err != nil {
+			return 0, nil, badField("key", err.Error())
+		}
+	}
+	if f.Check != "" {
+		if err := checks.ValidateName("check", f.Check); err != nil {
+			return 0, nil, badField("check", err.Error())
+		}
+	}
 	for _, v := range q["outcome"] {
 		for _, s := range strings.Split(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {

@@ -101,6 +101,7 @@ func (o *Opts) withDefaults() Opts {
 	if c.LedgerRows <= 0 {
 		c.LedgerRows = LedgerRowsDefault
 	}
+	c.LedgerRows = min(c.LedgerRows, prescient.SlotsLimitMax) // Client.Slots refuses more
 	return c
 }
 

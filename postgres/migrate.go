@@ -11,7 +11,6 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/migrations"
 )
 
@@ -30,11 +29,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	if err := s.createSchema(ctx); err != nil {
 		return fmt.Errorf("migrate: create schema %q: %w", s.schema, interpretError(ctx, err))
-	}
-	if current, latest, err := s.SchemaVersion(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	} else if current > latest {
-		return fmt.Errorf("migrate: %w (its version is %d, this one's last is %d)", driver.ErrSchemaNewer, current, latest)
 	}
 	fsys, err := fs.Sub(migrations.Postgres, "postgres")
 	if err != nil {
@@ -98,15 +92,24 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int64, err e
 	if latest, err = migrations.Latest(migrations.Postgres, "postgres"); err != nil {
 		return 0, 0, err
 	}
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, migrationsTable).Scan(&exists); err != nil {
+	// Goose keeps its table in the store's schema (current_schema() once
+	// it exists), not wherever the search_path finds one: public may hold
+	// another install's, and is current_schema() while the store's schema
+	// is not created yet.
+	var (
+		schema = s.schema
+		exists bool
+	)
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(nullif($2, ''), current_schema()),
+			EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = coalesce(nullif($2, ''), current_schema()) AND tablename = $1)`,
+		migrationsTable, s.schema).Scan(&schema, &exists); err != nil {
 		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(ctx, err))
 	}
 	if !exists {
 		return 0, latest, nil
 	}
 	var v *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM `+migrationsTable).Scan(&v); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM `+pgx.Identifier{schema, migrationsTable}.Sanitize()).Scan(&v); err != nil {
 		return 0, 0, fmt.Errorf("read the schema's version: %w", interpretError(ctx, err))
 	}
 	if v != nil {

@@ -281,7 +281,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 	raws := make([]json.RawMessage, len(c.columns))
 	for i, col := range c.columns {
 		dest[i] = &vals[i]
-		if col.JSON {
+		if col.JSON && i != c.keyCol { // a key is compared as text
 			dest[i] = &raws[i] // as written: decoded, its numbers would pass through float64
 		}
 	}
@@ -297,7 +297,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 				vals[i] = raws[i]
 			case col.Zoneless && c.zone != nil:
 				if t, ok := vals[i].(time.Time); ok {
-					vals[i] = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), c.zone)
+					vals[i] = wallTime(t, c.zone)
 				}
 			}
 		}

@@ -144,3 +144,25 @@ func jsonValue(v any) []byte {
 	b, _ := json.Marshal(fmt.Sprint(v))
 	return b
 }
+
+// wallTime reads t's wall clock (a timestamp without time zone, which pgx
+// returns as if in UTC) in loc as PostgreSQL does: a time a change of
+// offset makes ambiguous (the hour repeated when clocks go back) takes the
+// offset in force after the change, and one it skips (the hour lost when
+// they go forward) the offset in force before it, standard time in both
+// cases (Go's time.Date may pick the other).
+func wallTime(t time.Time, loc *time.Location) time.Time {
+	wall := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	_, before := wall.Add(-12 * time.Hour).In(loc).Zone()
+	_, after := wall.Add(12 * time.Hour).In(loc).Zone()
+	early := wall.Add(-time.Duration(before) * time.Second)
+	late := wall.Add(-time.Duration(after) * time.Second)
+	reads := func(c time.Time) bool {
+		l := c.In(loc)
+		return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC).Equal(wall)
+	}
+	if reads(late) {
+		return late.In(loc) // the only reading, or the later offset's of two
+	}
+	return early.In(loc) // the only reading, or in the gap: the offset before it
+}

@@ -14,7 +14,6 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/migrations"
 )
 
@@ -30,11 +29,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
-	}
-	if current, latest, err := s.SchemaVersion(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	} else if current > latest {
-		return fmt.Errorf("migrate: %w (its version is %d, this one's last is %d)", driver.ErrSchemaNewer, current, latest)
 	}
 	provider, err := goose.NewProvider(goose.DialectSQLite3, s.db, fsys,
 		goose.WithLocker(newMigrateLocker(s)),

@@ -115,6 +115,7 @@ func (o *Opts) withDefaults() Opts {
 	if c.Fired <= 0 {
 		c.Fired = FiredDefault
 	}
+	c.Fired = min(c.Fired, prescient.SlotsLimitMax) // Client.Slots refuses more
 	if c.Recent <= 0 {
 		c.Recent = RecentDefault
 	}

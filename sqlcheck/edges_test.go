@@ -1,0 +1,93 @@
+package sqlcheck_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlcheck"
+)
+
+// TestJSONBKey: a key column that is jsonb (doc->'id', the id of a
+// document table) read as the key before 55b58f9 (decoded: "A1" → A1);
+// now it is scanned as a json.RawMessage, which keyText does not know, and
+// fmt.Sprint makes it "[34 65 49 34]": every job fails "not one of the due
+// keys".
+func TestJSONBKey(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`CREATE TABLE docs (doc jsonb NOT NULL)`)
+	d.exec(`INSERT INTO docs VALUES ('{"id": "A1", "status": "unshipped"}')`)
+	spec := sqlcheck.Spec{Name: "jkey", Entity: "order",
+		Query:  `SELECT doc->'id' AS key FROM docs WHERE doc->>'id' = ANY($1) AND doc->>'status' = 'unshipped'`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(spec)
+	slot := epoch.Add(time.Hour)
+	e.schedule("jkey", "A1", slot)
+	e.fire(slot, slot)
+	if r := e.finished("jkey", "A1"); r.Outcome != history.Done || r.LastError != "" {
+		t.Errorf("jsonb key \"A1\": %s with error %q; want done with its stage raised", r.Outcome, r.LastError)
+	}
+}
+
+// TestZonelessAmbiguousHour: in America/New_York, 2024-11-03 01:30
+// happens twice; PostgreSQL reads a timestamp without time zone there as
+// standard time (06:30Z), and in the spring gap (02:30) with the offset
+// before the jump (07:30Z). time.Date picks the other offset in both cases
+// for a zone west of UTC, so the check fires the stage an hour before
+// PostgreSQL's own comparison says it is due.
+func TestZonelessAmbiguousHour(t *testing.T) {
+	for _, tc := range []struct{ name, placed string }{
+		{"fall-back", "2024-11-03 01:30"},
+		{"spring-gap", "2024-03-10 02:30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			url, schema := pgtest.SchemaName(t)
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			st, err := postgres.Open(ctx, url+sep+"timezone=America/New_York", &postgres.Opts{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(st.Close)
+			if err := st.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
+			if d.prepare, err = sqlcheck.ForStore(st); err != nil {
+				t.Fatal(err)
+			}
+			d.exec(ordersDDL)
+			d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamp, 1)`, tc.placed)
+			var pgInstant time.Time
+			if err := st.Pool().QueryRow(ctx, `SELECT placed_at::timestamptz FROM orders WHERE id = 'A'`).Scan(&pgInstant); err != nil {
+				t.Fatal(err)
+			}
+			// The slot 15 minutes before PostgreSQL's 3h mark: not due yet
+			// by `placed_at <= now() - interval '3 hours'`.
+			slot := pgInstant.Add(3*time.Hour - 15*time.Minute).UTC()
+			var cronDue bool
+			if err := st.Pool().QueryRow(ctx, `SELECT placed_at <= $1::timestamptz - interval '3 hours' FROM orders WHERE id = 'A'`,
+				slot).Scan(&cronDue); err != nil || cronDue {
+				t.Fatalf("PostgreSQL itself: due at %s: %v, %v (want not due)", slot, cronDue, err)
+			}
+			epochSlot := slot
+			e := d.newEngine(ladder(d))
+			e.now = epochSlot.Add(-15 * time.Minute)
+			e.schedule("unshipped", "A", epochSlot)
+			rec := e.fire(epochSlot, epochSlot)
+			t.Logf("fired %s: checked %d; next %s", epochSlot, rec.Checked, e.next("unshipped", "A"))
+			if evs := d.events("unshipped"); len(evs) != 0 {
+				t.Errorf("placed_at %s (PostgreSQL: %s): stage raised at %s, before PostgreSQL's 3h mark %s: %v",
+					tc.placed, pgInstant.UTC().Format(time.RFC3339), epochSlot.Format(time.RFC3339),
+					pgInstant.Add(3*time.Hour).UTC().Format(time.RFC3339), evs)
+			}
+		})
+	}
+}
