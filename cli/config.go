@@ -597,13 +597,17 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		}
 		v, ok := lookupEnv(name)
 		// A secret file's trailing line break is not part of the value.
+		raw := v
 		v = strings.TrimRight(v, "\r\n")
 		switch {
 		case !ok:
 			// A ${NAME} is written on purpose; a $NAME may be a piece of a
 			// password that holds a $.
 			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref), ref[1] != '{')
-		case strings.ContainsAny(v, "\r\n"):
+		case raw != "" && v == "":
+			// A secret mounted empty: not the empty value written on purpose.
+			bad(fmt.Errorf("%s holds only line breaks", ref), ref[1] != '{')
+		case strings.ContainsAny(v, "\r\n\u0085\u2028\u2029"): // YAML's line breaks
 			// Pasted in, it would end the line: the value would be cut,
 			// and every later error would name the wrong line.
 			bad(fmt.Errorf("%s holds a line break inside its value: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')

@@ -281,7 +281,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 	raws := make([]json.RawMessage, len(c.columns))
 	for i, col := range c.columns {
 		dest[i] = &vals[i]
-		if col.JSON && i != c.keyCol { // a key is compared as text
+		if col.JSON { // as written; a key is read as ->> prints it (keyText)
 			dest[i] = &raws[i] // as written: decoded, its numbers would pass through float64
 		}
 	}

@@ -35,6 +35,17 @@ func keyText(v any) (string, bool) {
 		return strconv.FormatFloat(x, 'f', -1, 64), true
 	case [16]byte:
 		return uuidText(x), true
+	case json.RawMessage:
+		// A json or jsonb key, as ->> prints it: a string's text, any
+		// other value as written (12345678901234567, 1.50).
+		var s string
+		if json.Unmarshal(x, &s) == nil {
+			return s, true
+		}
+		if string(x) == "null" {
+			return "", false
+		}
+		return string(x), true
 	case netip.Prefix:
 		if x.IsSingleIP() {
 			return x.Addr().String(), true // inet 10.0.0.1, as PostgreSQL prints it
@@ -153,8 +164,12 @@ func jsonValue(v any) []byte {
 // cases (Go's time.Date may pick the other).
 func wallTime(t time.Time, loc *time.Location) time.Time {
 	wall := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
-	_, before := wall.Add(-12 * time.Hour).In(loc).Zone()
-	_, after := wall.Add(12 * time.Hour).In(loc).Zone()
+	// The offsets 12 hours either side of the moment itself (near it
+	// within a day): around the wall clock read as UTC, zones at UTC+12
+	// and beyond would look past a change made a few hours before.
+	near := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), loc)
+	_, before := near.Add(-12 * time.Hour).Zone()
+	_, after := near.Add(12 * time.Hour).Zone()
 	early := wall.Add(-time.Duration(before) * time.Second)
 	late := wall.Add(-time.Duration(after) * time.Second)
 	reads := func(c time.Time) bool {
