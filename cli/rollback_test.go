@@ -4,19 +4,18 @@ import (
 	"os/exec"
 
 	"database/sql"
-	"github.com/prescient-dev/prescient/checks"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
+	"github.com/prescient-dev/prescient/checks"
 
-	"github.com/prescient-dev/prescient/postgres"
+	_ "modernc.org/sqlite"
 )
 
 // waitServing waits for run to log "serving", failing if it returns first.
-func review5WaitServing(t *testing.T, srv *runningServer, limit time.Duration, what string) {
+func waitServing(t *testing.T, srv *runningServer, limit time.Duration, what string) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !strings.Contains(srv.stderr.String(), "msg=serving ") {
@@ -56,7 +55,7 @@ func TestSQLiteRollbackServes(t *testing.T) {
 	}
 	h.config = writeConfig(t, "database:\n  path: "+db+"\n  startup_timeout: 3s\nslots: {resolution: 1s, cycle: 0s}\n")
 	srv := startRun(t, h)
-	review5WaitServing(t, srv, 10*time.Second, "run after a rollback on SQLite")
+	waitServing(t, srv, 10*time.Second, "run after a rollback on SQLite")
 }
 
 // TestRunMigrateAfterRollback: `run --migrate` (a common entrypoint)
@@ -68,17 +67,10 @@ func TestRunMigrateAfterRollback(t *testing.T) {
 	t.Parallel()
 	h, url, schema := dbHarness(t, "")
 	h.mustRun("migrate")
-	st, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Pool().Exec(t.Context(), `INSERT INTO prescient_migrations (version_id, is_applied) VALUES (12, true)`); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
+	markMigratedTo(t, url, schema, 12)
 	h.config = writeConfig(t, "database:\n  schema: "+schema+"\n  startup_timeout: 3s\nslots: {resolution: 1s, cycle: 0s}\n")
 	srv := startRun(t, h, "--migrate")
-	review5WaitServing(t, srv, 10*time.Second, "run --migrate after a rollback")
+	waitServing(t, srv, 10*time.Second, "run --migrate after a rollback")
 }
 
 // TestEnvTrailingNewline: a variable read from a secret file

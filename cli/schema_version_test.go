@@ -78,15 +78,7 @@ func TestMigrateSaysTheDatabaseIsNewer(t *testing.T) {
 	t.Parallel()
 	h, url, schema := dbHarness(t, "")
 	h.mustRun("migrate")
-	st, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.Pool().Exec(t.Context(),
-		`INSERT INTO prescient_migrations (version_id, is_applied) VALUES (9999, true)`); err != nil {
-		t.Fatal(err)
-	}
+	markMigratedTo(t, url, schema, 9999)
 	out, stderr, err := h.runCtx(context.Background(), "migrate")
 	if err == nil && !strings.Contains(out+stderr, "9999") {
 		t.Fatalf("migrate on a database at version 9999 (this binary knows 11): no error and no word of it:\n%s%s", out, stderr)
@@ -107,5 +99,19 @@ func TestEnvValueWithALineBreakIsRefused(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Line != 2 || !strings.Contains(err.Error(), "${P} holds a line break") {
 		t.Fatalf("a variable holding a line break: error %v, want one at line 2 saying ${P} holds a line break", err)
+	}
+}
+
+// markMigratedTo records version in schema's goose table, as a newer
+// prescient's migrate would have.
+func markMigratedTo(t *testing.T, url, schema string, version int64) {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), url, &postgres.Opts{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Pool().Exec(t.Context(), `INSERT INTO prescient_migrations (version_id, is_applied) VALUES ($1, true)`, version); err != nil {
+		t.Fatal(err)
 	}
 }

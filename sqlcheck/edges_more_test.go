@@ -1,14 +1,10 @@
 package sqlcheck_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prescient-dev/prescient/history"
-	"github.com/prescient-dev/prescient/internal/pgtest"
-	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/sqlcheck"
 )
 
@@ -25,48 +21,7 @@ func TestZonelessEastOfUTC12(t *testing.T) {
 		{"Pacific/Chatham", "2023-09-24 02:00"},  // 45 minutes before its gap: one reading
 		{"Pacific/Apia", "2020-09-27 02:00"},     // an hour before its gap (+13 → +14)
 	} {
-		t.Run(tc.zone, func(t *testing.T) {
-			ctx := context.Background()
-			url, schema := pgtest.SchemaName(t)
-			sep := "?"
-			if strings.Contains(url, "?") {
-				sep = "&"
-			}
-			st, err := postgres.Open(ctx, url+sep+"timezone="+tc.zone, &postgres.Opts{Schema: schema})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(st.Close)
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
-			if d.prepare, err = sqlcheck.ForStore(st); err != nil {
-				t.Fatal(err)
-			}
-			d.exec(ordersDDL)
-			d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamp, 1)`, tc.placed)
-			var pgInstant time.Time
-			if err := st.Pool().QueryRow(ctx, `SELECT placed_at::timestamptz FROM orders WHERE id = 'A'`).Scan(&pgInstant); err != nil {
-				t.Fatal(err)
-			}
-			// 15 minutes before PostgreSQL's 3h mark: not due yet.
-			slot := pgInstant.Add(3*time.Hour - 15*time.Minute).UTC()
-			var cronDue bool
-			if err := st.Pool().QueryRow(ctx, `SELECT placed_at <= $1::timestamptz - interval '3 hours' FROM orders WHERE id = 'A'`,
-				slot).Scan(&cronDue); err != nil || cronDue {
-				t.Fatalf("PostgreSQL itself: due at %s: %v, %v (want not due)", slot, cronDue, err)
-			}
-			e := d.newEngine(ladder(d))
-			e.now = slot.Add(-15 * time.Minute)
-			e.schedule("unshipped", "A", slot)
-			e.fire(slot, slot)
-			if evs := d.events("unshipped"); len(evs) != 0 {
-				t.Errorf("placed_at %s in %s (PostgreSQL: %s): stage raised at %s, before PostgreSQL's 3h mark %s: %v",
-					tc.placed, tc.zone, pgInstant.UTC().Format(time.RFC3339), slot.Format(time.RFC3339),
-					pgInstant.Add(3*time.Hour).UTC().Format(time.RFC3339), evs)
-			}
-		})
+		t.Run(tc.zone, func(t *testing.T) { zonelessNotEarly(t, tc.zone, tc.placed) })
 	}
 }
 

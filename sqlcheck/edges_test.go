@@ -44,50 +44,59 @@ func TestZonelessAmbiguousHour(t *testing.T) {
 		{"fall-back", "2024-11-03 01:30"},
 		{"spring-gap", "2024-03-10 02:30"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			url, schema := pgtest.SchemaName(t)
-			sep := "?"
-			if strings.Contains(url, "?") {
-				sep = "&"
-			}
-			st, err := postgres.Open(ctx, url+sep+"timezone=America/New_York", &postgres.Opts{Schema: schema})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(st.Close)
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
-			if d.prepare, err = sqlcheck.ForStore(st); err != nil {
-				t.Fatal(err)
-			}
-			d.exec(ordersDDL)
-			d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamp, 1)`, tc.placed)
-			var pgInstant time.Time
-			if err := st.Pool().QueryRow(ctx, `SELECT placed_at::timestamptz FROM orders WHERE id = 'A'`).Scan(&pgInstant); err != nil {
-				t.Fatal(err)
-			}
-			// The slot 15 minutes before PostgreSQL's 3h mark: not due yet
-			// by `placed_at <= now() - interval '3 hours'`.
-			slot := pgInstant.Add(3*time.Hour - 15*time.Minute).UTC()
-			var cronDue bool
-			if err := st.Pool().QueryRow(ctx, `SELECT placed_at <= $1::timestamptz - interval '3 hours' FROM orders WHERE id = 'A'`,
-				slot).Scan(&cronDue); err != nil || cronDue {
-				t.Fatalf("PostgreSQL itself: due at %s: %v, %v (want not due)", slot, cronDue, err)
-			}
-			epochSlot := slot
-			e := d.newEngine(ladder(d))
-			e.now = epochSlot.Add(-15 * time.Minute)
-			e.schedule("unshipped", "A", epochSlot)
-			rec := e.fire(epochSlot, epochSlot)
-			t.Logf("fired %s: checked %d; next %s", epochSlot, rec.Checked, e.next("unshipped", "A"))
-			if evs := d.events("unshipped"); len(evs) != 0 {
-				t.Errorf("placed_at %s (PostgreSQL: %s): stage raised at %s, before PostgreSQL's 3h mark %s: %v",
-					tc.placed, pgInstant.UTC().Format(time.RFC3339), epochSlot.Format(time.RFC3339),
-					pgInstant.Add(3*time.Hour).UTC().Format(time.RFC3339), evs)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { zonelessNotEarly(t, "America/New_York", tc.placed) })
+	}
+}
+
+// openDBInZone opens a PostgreSQL store whose sessions' TimeZone is zone,
+// with the orders table, in a schema of the test's own.
+func openDBInZone(t *testing.T, zone string) *db {
+	t.Helper()
+	ctx := context.Background()
+	url, schema := pgtest.SchemaName(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	st, err := postgres.Open(ctx, url+sep+"timezone="+zone, &postgres.Opts{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
+	if d.prepare, err = sqlcheck.ForStore(st); err != nil {
+		t.Fatal(err)
+	}
+	d.exec(ordersDDL)
+	return d
+}
+
+// zonelessNotEarly checks that an order placed at the wall clock placed (a
+// timestamp without time zone) in zone does not raise its 3h stage in the
+// slot 15 minutes before PostgreSQL's own reading says it is due.
+func zonelessNotEarly(t *testing.T, zone, placed string) {
+	d := openDBInZone(t, zone)
+	d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamp, 1)`, placed)
+	var pgInstant time.Time
+	if err := d.pg.Pool().QueryRow(d.ctx, `SELECT placed_at::timestamptz FROM orders WHERE id = 'A'`).Scan(&pgInstant); err != nil {
+		t.Fatal(err)
+	}
+	slot := pgInstant.Add(3*time.Hour - 15*time.Minute).UTC()
+	var cronDue bool
+	if err := d.pg.Pool().QueryRow(d.ctx, `SELECT placed_at <= $1::timestamptz - interval '3 hours' FROM orders WHERE id = 'A'`,
+		slot).Scan(&cronDue); err != nil || cronDue {
+		t.Fatalf("PostgreSQL itself: due at %s: %v, %v (want not due)", slot, cronDue, err)
+	}
+	e := d.newEngine(ladder(d))
+	e.now = slot.Add(-15 * time.Minute)
+	e.schedule("unshipped", "A", slot)
+	e.fire(slot, slot)
+	if evs := d.events("unshipped"); len(evs) != 0 {
+		t.Errorf("placed_at %s in %s (PostgreSQL: %s): stage raised at %s, before PostgreSQL's 3h mark %s: %v",
+			placed, zone, pgInstant.UTC().Format(time.RFC3339), slot.Format(time.RFC3339),
+			pgInstant.Add(3*time.Hour).UTC().Format(time.RFC3339), evs)
 	}
 }

@@ -1,14 +1,11 @@
 package sqlcheck_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prescient-dev/prescient/history"
-	"github.com/prescient-dev/prescient/internal/pgtest"
-	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/sqlcheck"
 )
 
@@ -69,25 +66,8 @@ func TestJSONPayloadExact(t *testing.T) {
 // Europe/Paris, an order placed at 12:00Z holds 14:00; its 3h stage is due
 // at 15:00Z, as the cron says, not at 17:00Z.
 func TestTimestampAnchorInSessionZone(t *testing.T) {
-	ctx := context.Background()
-	url, schema := pgtest.SchemaName(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	st, err := postgres.Open(ctx, url+sep+"timezone=Europe/Paris", &postgres.Opts{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	d := &db{t: t, ctx: ctx, kind: sqlcheck.Postgres, store: st, pg: st}
-	if d.prepare, err = sqlcheck.ForStore(st); err != nil {
-		t.Fatal(err)
-	}
-	d.exec(ordersDDL)
+	d := openDBInZone(t, "Europe/Paris")
+	ctx, st := d.ctx, d.pg
 	// As the application writes it: placed_at timestamp DEFAULT now(), at 12:00Z.
 	d.exec(`INSERT INTO orders (id, status, placed_at, total) VALUES ('A', 'unshipped', $1::timestamptz, 1)`, epoch)
 	var cronDue bool
