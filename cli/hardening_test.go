@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -467,5 +468,65 @@ func TestStorePoolSizedForTheWorkers(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%q: pool of %d connections, want %d", tc.yaml, got, tc.want)
 		}
+	}
+}
+
+// TestRunRefusesWhatWaitingCannotFix: a database or role that does not
+// exist, or a privilege the role lacks, cannot come right by waiting, so run
+// exits at once naming the cause, even when told to retry forever; before,
+// a typo in the URL retried for database.startup_timeout (5 minutes by
+// default) as if the database were down.
+func TestRunRefusesWhatWaitingCannotFix(t *testing.T) {
+	t.Parallel()
+	missingDB, err := neturl.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missingDB.Path = "/prescient_no_such_database"
+	missingRole, err := neturl.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	missingRole.User = neturl.User("prescient_no_such_role")
+	// A role of its own may connect, but PostgreSQL 15 gives it no right to
+	// create tables in a new database's public schema, which --migrate needs.
+	unprivileged := pgtest.Role(t, pgtest.Database(t, ""))
+
+	// A SQLite path no one can write: a directory.
+	sqliteDir := t.TempDir()
+
+	for _, tc := range []struct {
+		name, url, database string
+		want                []string
+	}{
+		{"missing database", missingDB.String(), "", []string{`database "prescient_no_such_database" does not exist`, "the database does not exist", "not tried again"}},
+		{"missing role", missingRole.String(), "", []string{`prescient_no_such_role`, "SQLSTATE 28000", "not tried again"}},
+		{"no privilege", unprivileged, "", []string{"permission denied", "the role lacks a privilege", "not tried again"}},
+		{"unwritable SQLite file", "", "  path: " + sqliteDir + "\n", []string{"database.path", sqliteDir, "not writable", "is a directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			if tc.url != "" {
+				env[EnvDatabaseURL] = tc.url
+			}
+			h := &harness{t: t, env: env,
+				config: writeConfig(t, "database:\n"+tc.database+"  startup_timeout: -1\n")}
+			srv := startRun(t, h, "--migrate")
+			select {
+			case <-srv.exit:
+			case <-time.After(30 * time.Second):
+				srv.cancel()
+				<-srv.exit
+				t.Fatalf("run still running after 30 s; logs:\n%s", srv.stderr.String())
+			}
+			if srv.err == nil {
+				t.Fatalf("run: no error; logs:\n%s", srv.stderr.String())
+			}
+			wantContains(t, "error", srv.err.Error(), tc.want...)
+			if strings.Contains(srv.stderr.String(), "not ready, retrying") {
+				t.Errorf("run retried what waiting cannot fix:\n%s", srv.stderr.String())
+			}
+		})
 	}
 }

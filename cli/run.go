@@ -18,6 +18,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/metrics"
 	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // runOpts are the options of `prescient run`.
@@ -59,7 +60,9 @@ read for them in the background, at most once every 30s).
 A database that cannot be reached at start-up is tried again, backing off
 from 250ms to 15s between attempts and logging each failure, not ready
 meanwhile (503 on /readyz), for up to database.startup_timeout (5m; -1 tries
-forever); then run exits 1, saying why.
+forever); then run exits 1, saying why. What waiting cannot change fails at
+once: a database or role that does not exist, a wrong password, a connection
+pg_hba.conf rejects, or a privilege the role lacks.
 
 Without slots.resolution and slots.offset in the configuration, the server
 uses the slot grid recorded in the database by the servers before it, if
@@ -209,6 +212,9 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 		if errors.As(err, &perm) {
 			return nil, nil, perm.err
 		}
+		if state, ok := refusedForGood(err); ok {
+			return nil, nil, fmt.Errorf("%w\n(not tried again: %s, which waiting cannot change; fix the URL or the database's roles and grants)", err, state)
+		}
 		ready.failed(err)
 		waited := time.Since(began)
 		if limit >= 0 && waited >= limit {
@@ -234,6 +240,36 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 	}
 }
 
+// refusedForGood reports whether PostgreSQL refused err's request for a
+// reason that only someone changing the configuration or the database can
+// cure (a database or role that does not exist, a wrong password, a
+// connection pg_hba.conf rejects, a missing privilege), and describes it.
+// Those fail start-up at once instead of after database.startup_timeout: a
+// typo must not look like an outage for five minutes. A server starting up,
+// shutting down or out of connections is waited for.
+func refusedForGood(err error) (string, bool) {
+	var code string
+	var pe *pgconn.PgError
+	var se *postgres.ServerError
+	switch {
+	case errors.As(err, &se):
+		code = se.Code
+	case errors.As(err, &pe):
+		code = pe.Code
+	}
+	switch code {
+	case "3D000":
+		return "the database does not exist", true
+	case "28000":
+		return "the server refuses this role or connection (pg_hba.conf, or no such role)", true
+	case "28P01":
+		return "the password was refused", true
+	case "42501":
+		return "the role lacks a privilege prescient needs", true
+	}
+	return "", false
+}
+
 // permanentError is a start-up error that trying again cannot cure.
 type permanentError struct{ err error }
 
@@ -252,7 +288,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
 	st, err := openStore(openCtx, &cfg, false)
 	cancel()
-	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) {
+	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) || errors.Is(err, sqlite.ErrNotWritable) {
 		return nil, nil, permanentError{err} // the URL or the database must change: retrying cannot help
 	}
 	if err != nil {

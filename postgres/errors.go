@@ -45,7 +45,18 @@ func interpretError(ctx context.Context, err error) error {
 		if pgErr.Code == "57014" && ctx.Err() != nil {
 			return fmt.Errorf("postgres: %s (SQLSTATE %s): %w", msg, pgErr.Code, context.Cause(ctx))
 		}
-		return fmt.Errorf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)
+		return &ServerError{Code: pgErr.Code, text: fmt.Sprintf("postgres: %s (SQLSTATE %s)", msg, pgErr.Code)}
 	}
 	return err
 }
+
+// ServerError is an error PostgreSQL answered with, in the store's terms:
+// it reads as the server's message, detail and hint with the SQLSTATE, and
+// keeps the SQLSTATE for callers that act on it (errors.As).
+type ServerError struct {
+	// Code is the SQLSTATE, such as "42501" (insufficient privilege).
+	Code string
+	text string
+}
+
+func (e *ServerError) Error() string { return e.text }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -346,6 +347,46 @@ func TestOpenRejects(t *testing.T) {
 	}
 	if _, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), &sqlite.Opts{BusyTimeout: -1}); err == nil {
 		t.Error("open with a negative busy timeout: no error")
+	}
+}
+
+// TestOpenSaysWhatCannotBeWritten: a database file that cannot be written,
+// or a directory that cannot take it, fails Open with ErrNotWritable naming
+// the path and the system's reason; SQLite alone says only "unable to open
+// database file". Permissions do not bind root (which runs CI), so the cases
+// are ones no user can write: a directory where the file should be, and a
+// file where its directory should be.
+func TestOpenSaysWhatCannotBeWritten(t *testing.T) {
+	dir := t.TempDir()
+	aFile := filepath.Join(dir, "plain")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{dir, "is a directory"},
+		{filepath.Join(aFile, "x.db"), "not a directory"},
+	} {
+		s, err := sqlite.Open(t.Context(), tc.path, nil)
+		if err == nil {
+			s.Close()
+			t.Errorf("open %s: no error", tc.path)
+			continue
+		}
+		if !errors.Is(err, sqlite.ErrNotWritable) || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("open %s: %v; want ErrNotWritable naming the path and %q", tc.path, err, tc.want)
+		}
+	}
+	// A writable directory keeps no probe file behind.
+	s, err := sqlite.Open(t.Context(), filepath.Join(dir, "ok.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".prescient-probe") {
+			t.Errorf("probe file left behind: %s", e.Name())
+		}
 	}
 }
 

@@ -98,7 +98,10 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 		busy = BusyTimeoutDefault
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("open sqlite: %w", err)
+		return nil, fmt.Errorf("open sqlite %s: %w: %w", path, ErrNotWritable, err)
+	}
+	if err := writable(path); err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
@@ -124,6 +127,31 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: journal mode is %q, want wal (is the file system local?)", path, mode)
 	}
 	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1)}, nil
+}
+
+// ErrNotWritable is the error Open returns (wrapped, with the path and the
+// operating system's reason) when this process cannot write the database
+// file or create files beside it, as SQLite must for the write-ahead log
+// (path-wal) and its index (path-shm). Waiting does not change that.
+var ErrNotWritable = errors.New("not writable by this process")
+
+// writable checks that the database file, if it exists, opens for writing,
+// and that its directory takes new files: without this, SQLite's answer is
+// "unable to open database file", naming neither the file nor the reason.
+func writable(path string) error {
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrNotWritable, err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".prescient-probe-*")
+	if err != nil {
+		return fmt.Errorf("the directory %s is %w (SQLite creates the database, %s-wal and %s-shm there): %w",
+			dir, ErrNotWritable, filepath.Base(path), filepath.Base(path), err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // Driver returns the store itself: it is its own driver.

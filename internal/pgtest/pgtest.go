@@ -81,6 +81,26 @@ func Database(t testing.TB, options string) string {
 	return u.String()
 }
 
+// Role creates a role that may log in and nothing more, with a name unique
+// to this test run, and returns url (a database URL) with that role as its
+// user. The role is dropped when the test ends, with whatever it was granted
+// in the test database; close pools on it in cleanups registered after Role.
+func Role(t testing.TB, url string) string {
+	t.Helper()
+	name := uniqueName(t)
+	exec(t, URL(), "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN")
+	t.Cleanup(func() {
+		exec(t, URL(), "DROP OWNED BY "+pgx.Identifier{name}.Sanitize())
+		exec(t, URL(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+	})
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatalf("pgtest: bad database URL %q: %v", url, err)
+	}
+	u.User = neturl.User(name)
+	return u.String()
+}
+
 // WithParam returns url with the query parameter param ("key=value") added.
 func WithParam(url, param string) string {
 	if strings.Contains(url, "?") {
