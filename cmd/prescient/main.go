@@ -13,6 +13,11 @@ import (
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/cli"
 	"github.com/prescient-dev/prescient/example/orders"
+
+	// The time zone database, for hosts without one (a FROM scratch or
+	// distroless image): a declared check's timestamp anchor is read in the
+	// database session's TimeZone, such as Europe/Paris. About 450 kB.
+	_ "time/tzdata"
 )
 
 func main() {
