@@ -48,9 +48,10 @@ type Column struct {
 	// SQLite's declared types are hints: a value is read as a time when it
 	// is one.
 	TypeKnown bool
-	// Zoneless says the type is a timestamp without time zone
-	// (PostgreSQL): a wall-clock time, which PostgreSQL reads in the
-	// session's TimeZone (Statement.Zone), and so does the check.
+	// Zoneless says the type is a timestamp without time zone or a date
+	// (PostgreSQL): a wall-clock time (a date's is midnight), which
+	// PostgreSQL reads in the session's TimeZone (Statement.Zone) when it
+	// compares it with a point in time, and so does the check.
 	Zoneless bool
 	// JSON says the type is json or jsonb (PostgreSQL): the value goes to
 	// the events' payload as written, numbers to the last digit.
@@ -161,19 +162,20 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 		return nil, queryErrorf("$1 is read as %s, not an array: it is the due keys, an array (write WHERE id = ANY($1))", p.name)
 	}
 	st := &Statement{Dialect: Postgres}
-	var zoneless []string
+	type zonelessColumn struct{ name, typ string }
+	var zoneless []zonelessColumn
 	for _, f := range sd.Fields {
 		st.Columns = append(st.Columns, Column{
 			Name:      f.Name,
 			Type:      types[f.DataTypeOID].name,
 			Time:      f.DataTypeOID == oidDate || f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidTimestamptz,
 			TypeKnown: true,
-			Zoneless:  f.DataTypeOID == oidTimestamp,
+			Zoneless:  f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidDate,
 			JSON:      f.DataTypeOID == oidJSON || f.DataTypeOID == oidJSONB,
 			Padded:    f.DataTypeOID == oidBpchar,
 		})
-		if f.DataTypeOID == oidTimestamp {
-			zoneless = append(zoneless, f.Name)
+		if f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidDate {
+			zoneless = append(zoneless, zonelessColumn{f.Name, types[f.DataTypeOID].name})
 		}
 	}
 	if len(zoneless) > 0 {
@@ -186,9 +188,9 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 		}
 		loc, err := time.LoadLocation(zone)
 		if err != nil {
-			return nil, queryErrorf("column %s is a timestamp without time zone, which PostgreSQL reads in the session's TimeZone %q, "+
+			return nil, queryErrorf("column %s is a %s, which PostgreSQL reads in the session's TimeZone %q, "+
 				"a zone this server cannot load (%v): cast it to timestamptz in the query (%s::timestamptz), or set TimeZone to a zone name",
-				zoneless[0], zone, err, zoneless[0])
+				zoneless[0].name, zoneless[0].typ, zone, err, zoneless[0].name)
 		}
 		st.Zone = loc
 	}

@@ -106,3 +106,29 @@ func TestPaddedKey(t *testing.T) {
 		t.Errorf("events %v, want order.seen for A1", evs)
 	}
 }
+
+// TestDateAnchorInSessionZone: a date anchor is, to PostgreSQL, midnight in
+// the session's TimeZone (`due_on <= now()` compares it so). On a database
+// whose TimeZone is Asia/Tokyo, an invoice due on 2025-06-02 is due at
+// 2025-06-01 15:00Z; read as midnight UTC, its stage fired nine hours late.
+func TestDateAnchorInSessionZone(t *testing.T) {
+	d := openDBInZone(t, "Asia/Tokyo")
+	d.exec(`CREATE TABLE invoices (id text PRIMARY KEY, due_on date NOT NULL, status text NOT NULL)`)
+	d.exec(`INSERT INTO invoices VALUES ('I1', '2025-06-02', 'open')`)
+	slot := time.Date(2025, 6, 1, 15, 0, 0, 0, time.UTC)
+	var pgDue bool
+	if err := d.pg.Pool().QueryRow(d.ctx, `SELECT due_on <= $1::timestamptz FROM invoices WHERE id = 'I1'`, slot).Scan(&pgDue); err != nil || !pgDue {
+		t.Fatalf("PostgreSQL itself: invoice I1 due at %s: %v, %v", slot, pgDue, err)
+	}
+	e := d.newEngine(sqlcheck.Spec{Name: "overdue", Entity: "order", // the harness schedules orders
+		Query:  `SELECT id AS key, due_on FROM invoices WHERE ` + d.due() + ` AND status = 'open'`,
+		Anchor: "due_on",
+		Stages: []sqlcheck.Stage{{After: 0, Event: "invoice.overdue"}}})
+	e.now = slot.Add(-15 * time.Minute)
+	e.schedule("overdue", "I1", slot)
+	e.fire(slot, slot)
+	if evs := d.events("overdue"); len(evs) != 1 {
+		t.Errorf("events at %s: %v; want invoice.overdue, due by PostgreSQL's reading of the date (next check %s)",
+			slot.Format(time.RFC3339), evs, e.next("overdue", "I1").Format(time.RFC3339))
+	}
+}
