@@ -164,3 +164,31 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// Job and Deliveries refuse names no job or sink can have, as Schedule,
+// Cancel and History do: a key with a zero-width space or a misspelt sink read as
+// "not found" or as no deliveries, a finished job or a quiet sink.
+func TestJobAndDeliveriesRefuseInvalidNames(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		c := h.client(newClock("2026-03-10T10:00:00Z"), &checks.Registry{}, nil)
+		schedule(t, c, "1", "c", "2026-03-10T11:00:00Z")
+		for _, tc := range []struct{ entity, key, check, want string }{
+			{"order", "1\u200b", "c", "key"}, // a zero-width space, as copied from a web page
+			{"or der", "1", "c", "entity"},
+			{"order", "1", "", "check"},
+			{"order", "1", "c\n", "check"},
+		} {
+			_, err := c.Job(ctx, tc.entity, tc.key, tc.check)
+			if err == nil || errors.Is(err, prescient.ErrNotFound) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Job(%q, %q, %q): %v; want an error naming the %s, not ErrNotFound", tc.entity, tc.key, tc.check, err, tc.want)
+			}
+		}
+		if _, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: "pager duty"}); err == nil || !strings.Contains(err.Error(), "sink") {
+			t.Errorf("Deliveries of sink %q: %v; want an error naming the sink", "pager duty", err)
+		}
+		if j, err := c.Job(ctx, "order", "1", "c"); err != nil || j.Key != "1" {
+			t.Errorf("Job of a valid identity: %+v, %v", j, err)
+		}
+	})
+}

@@ -116,6 +116,11 @@ func (c *Client) Deliveries(ctx context.Context, p *DeliveriesParams) ([]*Delive
 	if q.State != "" && !q.State.Valid() {
 		return nil, fmt.Errorf("prescient: deliveries: unknown state %q (want pending, delivered or dead)", q.State)
 	}
+	if q.Sink != "" {
+		if err := checks.ValidateName("sink", q.Sink); err != nil {
+			return nil, fmt.Errorf("prescient: deliveries: %w", err)
+		}
+	}
 	ds, err := c.drv.DeliveryList(ctx, &q)
 	if err != nil {
 		return nil, fmt.Errorf("prescient: deliveries: %w", err)

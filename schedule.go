@@ -271,6 +271,14 @@ func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event strin
 // time an older version stored beyond the supported range reads as
 // slots.MaxTime (see slots.Clamp).
 func (c *Client) Job(ctx context.Context, entity, key, check string) (*Job, error) {
+	// A name no job can have is an error, not "not found": a typo must not
+	// read as a job that finished.
+	if err := validateIdentity(entity, key); err != nil {
+		return nil, fmt.Errorf("prescient: job: %w", err)
+	}
+	if err := checks.ValidateName("check", check); err != nil {
+		return nil, fmt.Errorf("prescient: job: %w", err)
+	}
 	j, err := c.drv.JobGet(ctx, entity, key, check)
 	if err != nil {
 		return nil, err
