@@ -14,6 +14,7 @@ import (
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // A job without payload carries a nil json.RawMessage (checks.Job.Payload,
@@ -191,4 +192,21 @@ func TestJobAndDeliveriesRefuseInvalidNames(t *testing.T) {
 			t.Errorf("Job of a valid identity: %+v, %v", j, err)
 		}
 	})
+}
+
+// NewClient refuses a guards horizon shorter than one slot, as the
+// configuration file does: a next check is at least one slot away, so every
+// job asking to run again would end guard_horizon.
+func TestHorizonShorterThanASlotRefused(t *testing.T) {
+	t.Parallel()
+	h := openSQLite(t)
+	_, err := prescient.NewClient(h.store, &prescient.Config{Server: "a",
+		Grid: slots.Grid{Resolution: 15 * time.Minute}, Guards: guards.Limits{Horizon: 10 * time.Minute}})
+	if err == nil || !strings.Contains(err.Error(), "horizon 10m0s must be at least the slot resolution, 15m0s") {
+		t.Fatalf("new client with a 10m horizon on a 15m grid: %v, want a refusal naming both", err)
+	}
+	if _, err := prescient.NewClient(h.store, &prescient.Config{Server: "a",
+		Grid: slots.Grid{Resolution: 15 * time.Minute}, Guards: guards.Limits{Horizon: 15 * time.Minute}}); err != nil {
+		t.Fatalf("new client with a horizon of one slot: %v", err)
+	}
 }
