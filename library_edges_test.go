@@ -210,3 +210,34 @@ func TestHorizonShorterThanASlotRefused(t *testing.T) {
 		t.Fatalf("new client with a horizon of one slot: %v", err)
 	}
 }
+
+// A rolling restart under one server name: the new process registers while
+// the old one is still stopping. The old one's Stop deregistered by name,
+// deleting the new process's registration (which other servers then read as
+// gone until its next heartbeat); it now removes only its own.
+func TestStopLeavesTheRegistrationOfItsSuccessor(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		old := h.client(clk, &checks.Registry{}, nil)
+		if err := old.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set("2026-03-10T10:00:07Z")
+		successor := h.client(clk, &checks.Registry{}, nil) // the same name, s1
+		if err := successor.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer successor.Stop(ctx)
+		if err := old.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		srvs, err := h.store.Driver().ServerList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(srvs) != 1 || !srvs[0].StartedAt.Equal(ts("2026-03-10T10:00:07Z")) {
+			t.Fatalf("registrations after the old process stopped: %+v; want the successor's, started at 10:00:07", srvs)
+		}
+	})
+}

@@ -199,10 +199,13 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.stopNow()
 	<-done
 	// Deregister so that, with automatic ownership, the others take this
-	// server's positions at once rather than after ServerTimeout.
+	// server's positions at once rather than after ServerTimeout; not the
+	// registration of a new process of the same name started meanwhile (a
+	// rolling restart), which would otherwise look gone until its next
+	// heartbeat.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	if err := c.drv.ServerDelete(dctx, c.cfg.Server); err != nil {
+	if err := c.drv.ServerDelete(dctx, c.cfg.Server, c.startedAt); err != nil {
 		c.storeError(StoreOpHeartbeat, err)
 		c.log.Warn("deregister", "error", err)
 	}

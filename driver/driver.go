@@ -166,8 +166,11 @@ type Driver interface {
 	ServerHeartbeat(ctx context.Context, s *Server) error
 	// ServerList returns the registered servers, sorted by name.
 	ServerList(ctx context.Context) ([]*Server, error)
-	// ServerDelete removes a server's registration; a missing one is not an error.
-	ServerDelete(ctx context.Context, name string) error
+	// ServerDelete removes the registration of the server name started at
+	// startedAt (its Server.StartedAt, to the microsecond); a missing one is
+	// not an error, nor is one that a later process of the same name
+	// registered, which it keeps.
+	ServerDelete(ctx context.Context, name string, startedAt time.Time) error
 
 	// The methods below move a store's contents to another store (`prescient
 	// copy`). Exports read pages in id order outside any transaction: a copy

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -51,9 +52,10 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	return out, nil
 }
 
-// ServerDelete removes the server's row if there is one.
-func (s *Store) ServerDelete(ctx context.Context, name string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_servers WHERE name = $1`, name); err != nil {
+// ServerDelete removes the server's row if there is one and that process
+// (started at startedAt) wrote it.
+func (s *Store) ServerDelete(ctx context.Context, name string, startedAt time.Time) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM prescient_servers WHERE name = $1 AND started_at = $2`, name, startedAt); err != nil {
 		return fmt.Errorf("delete server %q: %w", name, interpretError(ctx, err))
 	}
 	return nil

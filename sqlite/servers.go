@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/prescient-dev/prescient/driver"
 )
@@ -67,10 +68,11 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	return out, nil
 }
 
-// ServerDelete removes the server's row if there is one.
-func (s *Store) ServerDelete(ctx context.Context, name string) error {
+// ServerDelete removes the server's row if there is one and that process
+// (started at startedAt) wrote it.
+func (s *Store) ServerDelete(ctx context.Context, name string, startedAt time.Time) error {
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM prescient_servers WHERE name = $1`, name)
+		_, err := tx.ExecContext(ctx, `DELETE FROM prescient_servers WHERE name = $1 AND started_at = $2`, name, micros(startedAt))
 		return err
 	})
 	if err != nil {

@@ -158,10 +158,16 @@ func testServers(t *testing.T, h *Harness) {
 		t.Fatalf("heartbeat again: %v", err)
 	}
 	serverDiffs(t, list(), []*driver.Server{a2, b})
-	if err := h.Store.ServerDelete(t.Context(), "srv-b"); err != nil {
+	// A process of the name srv-b that started earlier, stopping late,
+	// leaves the registration of the one that replaced it.
+	if err := h.Store.ServerDelete(t.Context(), "srv-b", at(0)); err != nil {
+		t.Fatalf("delete an earlier process's registration: %v", err)
+	}
+	serverDiffs(t, list(), []*driver.Server{a2, b})
+	if err := h.Store.ServerDelete(t.Context(), "srv-b", b.StartedAt); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if err := h.Store.ServerDelete(t.Context(), "srv-missing"); err != nil {
+	if err := h.Store.ServerDelete(t.Context(), "srv-missing", at(0)); err != nil {
 		t.Errorf("delete a missing server: %v", err)
 	}
 	serverDiffs(t, list(), []*driver.Server{a2})
