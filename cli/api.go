@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prescient-dev/prescient"
@@ -128,20 +131,36 @@ func (e *env) listenAPI(cfg *Config, log *slog.Logger) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveAPI serves the JSON API over client on ln (from listenAPI), with
-// token (from apiToken), until the returned function is called; with no
-// listener it serves nothing and returns a function that does nothing.
-func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Listener, client *prescient.Client, log *slog.Logger) (stop func()) {
+// apiStarting is the answer to every API request before the server has
+// started (the database not reached yet): 503, so that callers fail at once
+// and retry, rather than hang on a listener nobody serves.
+const apiStarting = `{"error":"prescient is starting: the database has not been reached yet; try again"}`
+
+// serveAPI serves the JSON API on ln (from listenAPI), with token (from
+// apiToken), until stop is called: 503 (apiStarting) until started is given
+// the client, the API over it from then on. stop may be called more than
+// once. With no listener it serves nothing and both functions do nothing.
+func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Listener, log *slog.Logger) (started func(*prescient.Client), stop func()) {
 	if ln == nil {
-		return func() {}
+		return func(*prescient.Client) {}, func() {}
 	}
 	name := cfg.API.TokenEnv
 	if len(token) < apiTokenShort {
 		log.Warn(fmt.Sprintf("api: the bearer token is shorter than %d characters: use a long random secret (openssl rand -hex 32)", apiTokenShort),
 			"token_env", name, "length", len(token))
 	}
+	var api atomic.Pointer[http.Handler]
 	srv := &http.Server{
-		Handler:           httpapi.New(client, &httpapi.Opts{Token: token, Logger: log}),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h := api.Load(); h != nil {
+				(*h).ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Retry-After", "5")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, apiStarting+"\n")
+		}),
 		ReadHeaderTimeout: apiReadHeaderTimeout,
 		ReadTimeout:       apiReadTimeout,
 		WriteTimeout:      apiWriteTimeout,
@@ -156,15 +175,23 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Li
 			log.Error("api", "error", err)
 		}
 	}()
-	log.Info("serving api", "addr", ln.Addr().String(), "token_env", name,
-		"endpoints", []string{"POST /v1/schedule", "POST /v1/cancel", "POST /v1/resolve", "GET /v1/jobs/{entity}/{key}", "GET /v1/history"})
-	return func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiStopWait)
-		defer cancel()
-		if err := srv.Shutdown(stopCtx); err != nil {
-			log.Warn("api: requests still running when it stopped; their connections were closed", "error", err)
-			_ = srv.Close()
-		}
-		<-served
+	started = func(client *prescient.Client) {
+		var h http.Handler = httpapi.New(client, &httpapi.Opts{Token: token, Logger: log})
+		api.Store(&h)
+		log.Info("serving api", "addr", ln.Addr().String(), "token_env", name,
+			"endpoints", []string{"POST /v1/schedule", "POST /v1/cancel", "POST /v1/resolve", "GET /v1/jobs/{entity}/{key}", "GET /v1/history"})
 	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiStopWait)
+			defer cancel()
+			if err := srv.Shutdown(stopCtx); err != nil {
+				log.Warn("api: requests still running when it stopped; their connections were closed", "error", err)
+				_ = srv.Close()
+			}
+			<-served
+		})
+	}
+	return started, stop
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/sqlite"
 )
 
@@ -73,8 +74,9 @@ type apiRun struct {
 }
 
 // startAPIRun runs `prescient run` with the order example's checks, the
-// environment env and the configuration file config, until stop.
-func startAPIRun(t *testing.T, env map[string]string, config string) *apiRun {
+// environment env and the configuration file config (and run's flags
+// args), until stop.
+func startAPIRun(t *testing.T, env map[string]string, config string, args ...string) *apiRun {
 	t.Helper()
 	reg := &checks.Registry{}
 	if err := orders.Register(reg, orders.Options{}); err != nil {
@@ -82,7 +84,7 @@ func startAPIRun(t *testing.T, env map[string]string, config string) *apiRun {
 	}
 	r := &apiRun{t: t, log: newAPILog(), done: make(chan error, 1)}
 	root := NewRootCommand(&Opts{Checks: reg, Out: io.Discard, Err: r.log, lookupEnv: envOf(env)})
-	root.SetArgs([]string{"--config", config, "run"})
+	root.SetArgs(append([]string{"--config", config, "run"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- root.ExecuteContext(ctx) }()
@@ -380,5 +382,47 @@ func TestAPITokenWithTrailingNewline(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("%s=%q (the token and a newline): run served the API, but a request with the token got %d %s: "+
 			"no request can ever authenticate", APITokenEnvDefault, apiTestToken+"\n", status, body)
+	}
+}
+
+// TestAPIAnswersWhileStarting: api.listen is bound before the database is
+// reached (so that a taken port fails at once), and while run waits for the
+// database every request is answered 503 saying so, not left hanging on a
+// listener nobody serves; once the database is up the API serves.
+func TestAPIAnswersWhileStarting(t *testing.T) {
+	t.Parallel()
+	in := pgtest.NewInstance(t)
+	in.Stop()
+	addr := freeAddr(t)
+	cfg := writeConfig(t, "log: {format: json}\nslots: {resolution: 1s, cycle: 0s}\napi:\n  listen: "+addr+"\n")
+	run := startAPIRun(t, map[string]string{EnvDatabaseURL: in.URL, APITokenEnvDefault: apiTestToken}, cfg, "--migrate")
+	for !strings.Contains(run.log.String(), "not ready, retrying") {
+		select {
+		case err := <-run.done:
+			run.done <- err
+			t.Fatalf("run returned %v while the database was down; logs:\n%s", err, run.log.String())
+		case <-time.After(50 * time.Millisecond): // polling a log, not synchronising goroutines
+		}
+	}
+	body := `{"entity": "order", "key": "42", "check": "order_unshipped", "in": "3h"}`
+	req, err := http.NewRequest("POST", "http://"+addr+"/v1/schedule", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiTestToken)
+	res, err := (&http.Client{Timeout: 20 * time.Second}).Do(req) // a guard: unanswered, the request hung
+	if err != nil {
+		t.Fatalf("POST /v1/schedule while starting: %v; want 503 at once", err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(raw), "starting") || res.Header.Get("Retry-After") == "" {
+		t.Errorf("while starting: %d %s (Retry-After %q); want 503 saying prescient is starting, with Retry-After",
+			res.StatusCode, raw, res.Header.Get("Retry-After"))
+	}
+	in.Start()
+	run.addr() // "serving api", logged once started
+	if status, raw := call(t, "POST", "http://"+addr+"/v1/schedule", body); status != http.StatusCreated {
+		t.Errorf("once started: %d %s, want 201", status, raw)
 	}
 }

@@ -145,9 +145,8 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	if err != nil {
 		return err
 	}
-	if apiLn != nil {
-		defer apiLn.Close() // served and closed by serveAPI, unless run ends first
-	}
+	apiStarted, apiStop := e.serveAPI(ctx, cfg, apiToken, apiLn, log) // 503 until started
+	defer apiStop()
 	stopDelivery, err := e.startDelivery(ctx, cfg, log) // sinks: workers on a store of their own, stopped after the client
 	if err != nil {
 		return err
@@ -167,7 +166,8 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		warnUnconfiguredSinks(ctx, cfg, client.Store(), log, now())
 	}
 	m.Watch(client)
-	defer e.serveAPI(ctx, cfg, apiToken, apiLn, client, log)()
+	apiStarted(client)
+	defer apiStop() // before the store closes
 	pc := client.Config()
 	names := make([]string, 0)
 	for _, c := range pc.Checks.All() {
