@@ -417,6 +417,9 @@ func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
 		{[]string{"schedule", "order", "1", "order_unshipped", "x", "y", "--in", "1h"}, `schedule: expected ENTITY KEY CHECK, got 5 arguments (2 too many: "x" "y"; quote an argument that holds spaces)`},
 		{[]string{"cancel", "order"}, "cancel: expected ENTITY KEY [CHECK], got 1 argument (missing KEY)"},
 		{[]string{"cancel", "order", "1", "order_unshipped", "x"}, `cancel: expected ENTITY KEY [CHECK], got 4 arguments (1 too many: "x"; quote an argument that holds spaces)`},
+		// `prescient cancel order 1 "$CHECK"` with CHECK unset must not
+		// cancel every check of the order.
+		{[]string{"cancel", "order", "1", ""}, "CHECK is empty: name the check to cancel, or leave CHECK out to cancel every pending check of the entity"},
 	} {
 		_, err := h.run(tt.args...)
 		if err == nil || err.Error() != tt.want {

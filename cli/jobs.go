@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -177,11 +178,19 @@ type scheduledJob struct {
 // cancelOpts are the arguments and flags of `prescient cancel`.
 type cancelOpts struct {
 	entity, key, check string
-	json               bool
+	// checkGiven says CHECK was given, even as "": an empty CHECK (an
+	// unset shell variable, "$CHECK") must not cancel every check.
+	checkGiven bool
+	json       bool
 }
 
-// Validate accepts any arguments; the client checks the names.
-func (o *cancelOpts) Validate() error { return nil }
+// Validate refuses an empty CHECK; the client checks the names.
+func (o *cancelOpts) Validate() error {
+	if o.checkGiven && o.check == "" {
+		return errors.New(`CHECK is empty: name the check to cancel, or leave CHECK out to cancel every pending check of the entity`)
+	}
+	return nil
+}
 
 func (e *env) cancelCommand() *cobra.Command {
 	o := &cancelOpts{}
@@ -199,7 +208,7 @@ how many it cancelled. Cancelling what is not pending is not an error.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key = args[0], args[1]
 			if len(args) == 3 {
-				o.check = args[2]
+				o.check, o.checkGiven = args[2], true
 			}
 			if err := o.Validate(); err != nil {
 				return err

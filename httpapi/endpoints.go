@@ -130,8 +130,10 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 type cancelRequest struct {
 	Entity string `json:"entity"`
 	Key    string `json:"key"`
-	// Check, when empty, cancels every pending check of the entity.
-	Check string `json:"check"`
+	// Check, when left out (or null), cancels every pending check of the
+	// entity. An empty one is refused: a client that sends the field means
+	// one check, and an unset variable must not cancel them all.
+	Check *string `json:"check"`
 }
 
 // cancel is Client.Cancel: {"cancelled": n}, 0 when nothing was pending.
@@ -143,12 +145,17 @@ func (a *api) cancel(ctx context.Context, r *http.Request) (int, any, error) {
 	if err := identity(req.Entity, req.Key); err != nil {
 		return 0, nil, err
 	}
-	if req.Check != "" {
-		if err := checks.ValidateName("check", req.Check); err != nil {
+	check := ""
+	if req.Check != nil {
+		if *req.Check == "" {
+			return 0, nil, badField("check", "check is empty: name the check to cancel, or leave the field out to cancel every pending check of the entity")
+		}
+		if err := checks.ValidateName("check", *req.Check); err != nil {
 			return 0, nil, badField("check", err.Error())
 		}
+		check = *req.Check
 	}
-	n, err := a.client.Cancel(ctx, req.Entity, req.Key, req.Check)
+	n, err := a.client.Cancel(ctx, req.Entity, req.Key, check)
 	if err != nil {
 		return 0, nil, err
 	}

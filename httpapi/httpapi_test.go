@@ -414,6 +414,10 @@ func TestAPIErrors(t *testing.T) {
 		{"not JSON", "POST", "/v1/schedule", `{"entity": order}`, nil, 400, "", "the body is not valid JSON: invalid character 'o'", [2]string{}},
 		{"cut short", "POST", "/v1/schedule", `{"entity": "order"`, nil, 400, "", "the body ends before its JSON object does", [2]string{}},
 		{"an array", "POST", "/v1/cancel", `[{"entity": "order"}]`, nil, 400, "", "the body must be a JSON object with the fields entity, key and check", [2]string{}},
+		// An empty check is not "every check": a client sending the field
+		// from an unset variable would cancel them all.
+		{"cancel with an empty check", "POST", "/v1/cancel", `{"entity": "order", "key": "42", "check": ""}`, nil,
+			400, "check", "check is empty: name the check to cancel, or leave the field out", [2]string{}},
 		{"unknown field", "POST", "/v1/schedule", sched(`, "in": "3h", "colour": "red"`), nil, 400, "colour",
 			`unknown field "colour" (the fields are entity, key, check, at or in, payload and on_conflict)`, [2]string{}},
 		{"trailing object", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": "shipped"} {"entity": "order"}`, nil,
