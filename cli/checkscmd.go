@@ -55,7 +55,7 @@ fails here, naming the check and its line.
 				return err
 			}
 			if o.prepare {
-				st, err := openStore(cmd.Context(), cfg, false)
+				st, err := openStore(cmd.Context(), cfg, false, false)
 				if err != nil {
 					return err
 				}

@@ -140,7 +140,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	}
 	// Copy only reads its source: a missing SQLite file is an error, where
 	// opening it would create an empty one and copy nothing.
-	src, err := openStore(ctx, cfg, true)
+	src, err := openStore(ctx, cfg, true, false)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,11 @@ type access struct {
 	// opening it would create an empty database, and the command would
 	// report nothing, silently, from the wrong directory.
 	readOnly bool
+	// existing: the command acts on jobs that must exist already (cancel,
+	// resolve, reschedule, retry, sweep). A missing SQLite file is an error
+	// too: opening it would create an empty database and report that there
+	// was nothing to act on.
+	existing bool
 	// rounds: the command rounds times to the slot grid, or fires slots. A
 	// grid set in the configuration that differs from the one the servers
 	// recorded in the database is refused: the command would round times to
@@ -65,7 +70,7 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg, a.readOnly)
+	st, err := openStore(ctx, cfg, a.readOnly, a.existing)
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +116,16 @@ func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *s
 // migrate` (or `run --migrate`) as a deploy step. Otherwise it is the
 // embedded SQLite file at database.path, which belongs to prescient alone
 // and is migrated here, so that a first run needs no set-up; a command that
-// only reads (readOnly) refuses a file that does not exist instead.
-func openStore(ctx context.Context, cfg *Config, readOnly bool) (prescient.Store, error) {
+// only reads (readOnly), or acts on jobs that exist (existing), refuses a
+// file that does not exist instead.
+func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
-		if _, err := os.Stat(cfg.Database.Path); readOnly && errors.Is(err, fs.ErrNotExist) {
-			return nil, missingFile(cfg)
+		if _, err := os.Stat(cfg.Database.Path); (readOnly || existing) && errors.Is(err, fs.ErrNotExist) {
+			why := "this command only reads"
+			if !readOnly {
+				why = "this command acts on jobs scheduled before"
+			}
+			return nil, missingFile(cfg, why)
 		}
 		// A write waits for the database's write lock, which a running
 		// group of checks holds (SQLite runs checks one group at a time).
@@ -138,7 +148,7 @@ func openStore(ctx context.Context, cfg *Config, readOnly bool) (prescient.Store
 
 // missingFile is the error of a command that only reads, run where
 // database.path names no file.
-func missingFile(cfg *Config) error {
+func missingFile(cfg *Config, why string) error {
 	where := "set in " + cfg.file
 	if cfg.Line("database.path") == 0 {
 		where = "the default, in the working directory"
@@ -147,10 +157,10 @@ func missingFile(cfg *Config) error {
 		}
 	}
 	return &ConfigError{File: cfg.file, Line: cfg.Line("database.path"), Key: "database.path", Err: fmt.Errorf(
-		"no SQLite file at %s (%s): this command only reads, and does not create an empty database "+
+		"no SQLite file at %s (%s): %s, and does not create an empty database "+
 			"(run it in the directory your servers run in, pass --config with the configuration they use, "+
 			"or set database.path to their file; for PostgreSQL set database.url or %s)",
-		absPath(cfg.Database.Path), where, EnvDatabaseURL)}
+		absPath(cfg.Database.Path), where, why, EnvDatabaseURL)}
 }
 
 // absPath returns path made absolute, or path when that fails.

@@ -125,7 +125,7 @@ func (e *env) openDelivery(ctx context.Context, base *Config, log *slog.Logger, 
 	}
 	wait := deliveryOpenRetryFirst
 	for {
-		st, err := openStore(ctx, &cfg, false)
+		st, err := openStore(ctx, &cfg, false, false)
 		if err == nil {
 			d, err := e.deliverer(ctx, &cfg, st, log, secrets)
 			if err == nil {

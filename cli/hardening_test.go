@@ -78,13 +78,17 @@ func TestCommandsUseTheGridTheServersRecorded(t *testing.T) {
 
 // TestReadOnlyCommandsRefuseAMissingFile: status and history, run where
 // there is no SQLite file, say which file they looked for and how to name
-// the right one, and do not create an empty database.
+// the right one, and do not create an empty database; nor do the commands
+// that act on jobs scheduled before (cancel printed "cancelled 0 job(s)"
+// from the wrong directory, leaving an empty prescient.db there).
 func TestReadOnlyCommandsRefuseAMissingFile(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "elsewhere", "prescient.db")
 	h := sqliteHarness(t, missing, "")
-	for _, cmd := range []string{"status", "history"} {
-		_, err := h.run(cmd)
+	for _, args := range [][]string{{"status"}, {"history"}, {"cancel", "order", "42"}, {"resolve", "order", "42", "shipped"},
+		{"reschedule", "order", "42", "order_unshipped", "--in", "1h"}, {"retry", "--entity", "order", "--key", "42"}, {"sweep"}} {
+		cmd := strings.Join(args, " ")
+		_, err := h.run(args...)
 		if err == nil {
 			t.Fatalf("%s without a SQLite file: no error", cmd)
 		}
@@ -238,7 +242,7 @@ func TestBusyTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openStore(context.Background(), cfg, false)
+	st, err := openStore(context.Background(), cfg, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +463,7 @@ func TestStorePoolSizedForTheWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Database.URL, cfg.Database.Schema = url, schema
-		st, err := openStore(context.Background(), cfg, false)
+		st, err := openStore(context.Background(), cfg, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -213,7 +213,7 @@ how many it cancelled. Cancelling what is not pending is not an error.
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{header: forPeople(cmd, o.json)})
+			s, err := e.open(cmd.Context(), access{existing: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
@@ -261,7 +261,7 @@ events comes from the check catalog, recorded by every server at start-up
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{header: forPeople(cmd, o.json)})
+			s, err := e.open(cmd.Context(), access{existing: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}

@@ -51,7 +51,7 @@ prints what was done as one JSON document for scripts.`,
 			prog := newProgress(cmd.ErrOrStderr(), "migrate")
 			e.progress = prog
 			prog.set("opening the database")
-			st, err := openStore(cmd.Context(), cfg, false)
+			st, err := openStore(cmd.Context(), cfg, false, false)
 			if err != nil {
 				prog.clear()
 				return err

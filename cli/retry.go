@@ -75,7 +75,7 @@ document: {"retried": [...], "skipped": [...]}.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			s, err := e.open(cmd.Context(), access{rounds: true, header: forPeople(cmd, o.json)})
+			s, err := e.open(cmd.Context(), access{existing: true, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}

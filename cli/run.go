@@ -286,7 +286,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		}
 	}
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
-	st, err := openStore(openCtx, &cfg, false)
+	st, err := openStore(openCtx, &cfg, false, false)
 	cancel()
 	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) || errors.Is(err, sqlite.ErrNotWritable) {
 		return nil, nil, permanentError{err} // the URL or the database must change: retrying cannot help
