@@ -391,7 +391,10 @@ func (s *Store) qualify(sql string) string {
 	if q, ok := s.qualified.Load(sql); ok {
 		return q.(string)
 	}
-	q := ownObjects.ReplaceAllString(sql, "${1}"+pgx.Identifier{s.schema}.Sanitize()+".${2}")
+	// In a replacement template '$' starts a group reference: a schema
+	// named "app$v2" must be written as "app$$v2".
+	schema := strings.ReplaceAll(pgx.Identifier{s.schema}.Sanitize(), "$", "$$")
+	q := ownObjects.ReplaceAllString(sql, "${1}"+schema+".${2}")
 	s.qualified.Store(sql, q)
 	return q
 }
