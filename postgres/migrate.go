@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -38,8 +40,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	pool, err := s.migrationPool(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", interpretError(ctx, err))
+	}
+	if pool != s.pool {
+		defer pool.Close()
+	}
 	// Closing the *sql.DB leaves the pool open.
-	db := stdlib.OpenDBFromPool(s.pool)
+	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithSessionLocker(locker),
@@ -53,6 +62,43 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", interpretError(ctx, err))
 	}
 	return nil
+}
+
+// migrationPool returns the pool the migrations run on. The functions they
+// create keep the search_path they were created with (SET search_path FROM
+// CURRENT), and run with it whoever calls them. With a schema, every pool
+// connection's search_path starts with it (Open), and the store's pool
+// serves. Without one, the tables go where the search_path leads now
+// (current_schema()), which may be through "$user" (a role owning a schema
+// of its own name, as PostgreSQL recommends): kept as written, "$user"
+// would lead an application's role calling prescient_schedule to its own
+// schema, where no prescient tables are. So the migrations run on a pool of
+// their own whose search_path starts with the schema current_schema() names.
+func (s *Store) migrationPool(ctx context.Context) (*pgxpool.Pool, error) {
+	if s.schema != "" {
+		return s.pool, nil
+	}
+	var schema *string
+	if err := s.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, err
+	}
+	if schema == nil {
+		return nil, errors.New("no schema of the search_path exists to create prescient's tables in: " +
+			"create one, or name one with database.schema (postgres.Opts.Schema)")
+	}
+	cfg := s.pool.Config().Copy()
+	cfg.MinConns, cfg.MaxConns = 0, 2 // goose's lock and its migrations
+	after, pin := cfg.AfterConnect, pgx.Identifier{*schema}.Sanitize()
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, `SELECT set_config('search_path', $1 || ', ' || current_setting('search_path'), false)`, pin)
+		return err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // createSchema creates the store's schema if it has one. Two concurrent
