@@ -58,6 +58,7 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 	var (
 		after time.Time
 		errs  []error
+		done  bool // every overdue slot listed was gone through
 	)
 	for workCtx.Err() == nil {
 		overdue, err := c.drv.JobsOverdueSlots(workCtx, after, cur, sweepBatch)
@@ -67,6 +68,7 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 			break
 		}
 		if len(overdue) == 0 {
+			done = true
 			break
 		}
 		for _, s := range overdue {
@@ -96,13 +98,20 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 				c.log.Debug("sweep: slot left to the firing of it in progress", "slot", s)
 				continue
 			}
+			if rec != nil {
+				res.Jobs += rec.Checked // those of a slot that failed partway too
+			}
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			res.Slots++
-			res.Jobs += rec.Checked
 		}
+	}
+	if !done && len(errs) == 0 && workCtx.Err() != nil {
+		// Stopped between two slots (a signal, a deadline): slots may still
+		// be overdue, which the caller must not read as caught up.
+		errs = append(errs, fmt.Errorf("cut short before every overdue slot was fired: %w", context.Cause(workCtx)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return res, fmt.Errorf("prescient: sweep: %w", err)
