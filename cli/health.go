@@ -103,6 +103,10 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (stop func(), err 
 	if err != nil {
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
+	if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+		log.Warn("http: serving the status page and /metrics beyond this host, without authentication: they show jobs' keys, payloads and errors "+
+			"(listen on 127.0.0.1 and put an authenticating proxy in front to serve other hosts)", "addr", ln.Addr().String())
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

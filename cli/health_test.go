@@ -69,3 +69,24 @@ func TestHTTPListenPortAloneIsLoopback(t *testing.T) {
 		t.Fatalf("http.listen :0 listens on %q, want 127.0.0.1:<port>", rec.Addr)
 	}
 }
+
+// TestHTTPListenBeyondLoopbackWarns: the status page and /metrics have no
+// authentication and show jobs' keys, payloads and errors, so serving them
+// on every interface is warned of, as an API beyond loopback is; on
+// loopback it is not.
+func TestHTTPListenBeyondLoopbackWarns(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{{"0.0.0.0:0", true}, {":0", false}, {"127.0.0.1:0", false}} {
+		var logs bytes.Buffer
+		stop, err := serveHTTP(tc.addr, http.NotFoundHandler(), slog.New(slog.NewJSONHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		if got := strings.Contains(logs.String(), `"level":"WARN","msg":"http: serving the status page and /metrics beyond this host, without authentication`); got != tc.warn {
+			t.Errorf("http.listen %s: warned %v, want %v; log:\n%s", tc.addr, got, tc.warn, logs.String())
+		}
+	}
+}
