@@ -71,6 +71,22 @@ func (p *page) history(w http.ResponseWriter, r *http.Request) {
 	if d.Key != "" && d.Entity == "" {
 		problems = append(problems, "A key needs an entity: history is looked up by entity, then key.")
 	}
+	// A name no job can have is the visitor's mistake, said as such, not
+	// a failure of the store (and a warning in the server's log).
+	if d.Entity != "" {
+		if err := checks.ValidateName("entity", d.Entity); err != nil {
+			problems = append(problems, err.Error()+".")
+		} else if d.Key != "" {
+			if err := checks.ValidateKey(d.Entity, d.Key); err != nil {
+				problems = append(problems, err.Error()+".")
+			}
+		}
+	}
+	if d.Check != "" {
+		if err := checks.ValidateName("check", d.Check); err != nil {
+			problems = append(problems, err.Error()+".")
+		}
+	}
 	if len(problems) > 0 {
 		d.Invalid = strings.Join(problems, " ")
 		p.render(w, r, http.StatusBadRequest, "history", d)

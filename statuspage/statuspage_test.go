@@ -174,6 +174,11 @@ func TestHistoryAndJobPages(t *testing.T) {
 				{"?outcome=lost", `unknown outcome "lost"`},
 				{"?key=42", "A key needs an entity"},
 				{"?limit=0", "must be a number from 1 to 1000"},
+				// Names no job can have: the visitor's mistake, not the
+				// store's ("Could not read history", and a warning logged).
+				{"?entity=bad%20name", `invalid entity name "bad name"`},
+				{"?entity=order&key=4%E2%80%8B2", "key has U+200B"},
+				{"?check=a%0Ab", "invalid check name"},
 			} {
 				code, _, body := get(t, srv, "/history"+tc.query)
 				if code != http.StatusBadRequest || !strings.Contains(text(body), tc.want) {
