@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/metrics"
 )
 
@@ -49,7 +50,11 @@ func healthHandler(client readier, log *slog.Logger) http.Handler {
 		}
 		mu.Unlock()
 		if err != nil {
-			http.Error(w, "not ready: database unreachable (details in the server's log)", http.StatusServiceUnavailable)
+			why := "database unreachable"
+			if errors.Is(err, prescient.ErrNotMigrated) || errors.Is(err, errSchemaBehind) {
+				why = "the database's schema is not migrated"
+			}
+			http.Error(w, "not ready: "+why+" (details in the server's log)", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prescient-dev/prescient"
 )
 
 type fakeReadier struct{ err error }
@@ -87,6 +90,19 @@ func TestHTTPListenBeyondLoopbackWarns(t *testing.T) {
 		stop()
 		if got := strings.Contains(logs.String(), `"level":"WARN","msg":"http: serving the status page and /metrics beyond this host, without authentication`); got != tc.warn {
 			t.Errorf("http.listen %s: warned %v, want %v; log:\n%s", tc.addr, got, tc.warn, logs.String())
+		}
+	}
+}
+
+// TestReadyzSaysTheSchemaIsNotMigrated: a server waiting for `prescient
+// migrate` reaches its database; /readyz says what it waits for.
+func TestReadyzSaysTheSchemaIsNotMigrated(t *testing.T) {
+	for _, err := range []error{errSchemaBehind, fmt.Errorf("claim: %w", prescient.ErrNotMigrated)} {
+		h := healthHandler(&fakeReadier{err: err}, slog.New(slog.DiscardHandler))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusServiceUnavailable || rec.Body.String() != "not ready: the database's schema is not migrated (details in the server's log)\n" {
+			t.Errorf("/readyz for %v: %d %q", err, rec.Code, rec.Body.String())
 		}
 	}
 }

@@ -226,8 +226,11 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 			next = min(next, (limit - waited).Round(time.Millisecond))
 			left = (limit - waited).Round(time.Millisecond).String()
 		}
-		log.Warn("cannot start: database unavailable; not ready, retrying",
-			"error", err, "attempt", attempt, "retry_in", next, "gives_up_in", left)
+		msg := "cannot start: database unavailable; not ready, retrying"
+		if errors.Is(err, errSchemaBehind) || errors.Is(err, prescient.ErrNotMigrated) {
+			msg = "cannot start: the database's schema is not migrated; not ready, retrying"
+		}
+		log.Warn(msg, "error", err, "attempt", attempt, "retry_in", next, "gives_up_in", left)
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
@@ -337,6 +340,11 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	return client, st.Close, nil
 }
 
+// errSchemaBehind is checkSchema's error for a schema the binary's
+// migrations have not reached: the database is reachable, and start-up
+// waits for `prescient migrate`.
+var errSchemaBehind = errors.New("the database's schema is behind this prescient")
+
 // schemaVersioner is a store that says which schema version its database
 // is at and which this binary brings it to.
 type schemaVersioner interface {
@@ -359,8 +367,8 @@ func checkSchema(ctx context.Context, st prescient.Store, log *slog.Logger) erro
 	case err != nil:
 		return err
 	case current < latest:
-		return fmt.Errorf("the database's schema is at version %d and this prescient needs %d: run `prescient migrate` "+
-			"(or start with `prescient run --migrate`)", current, latest)
+		return fmt.Errorf("%w: it is at version %d and this prescient needs %d: run `prescient migrate` "+
+			"(or start with `prescient run --migrate`)", errSchemaBehind, current, latest)
 	case current > latest:
 		log.Warn("the database's schema is newer than this prescient knows: a newer version migrated it; upgrade this server",
 			"schema_version", current, "known_up_to", latest)

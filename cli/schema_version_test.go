@@ -62,12 +62,17 @@ func TestRunRefusesASchemaBehindTheBinary(t *testing.T) {
 		logs := srv.stderr.String()
 		srv.cancel()
 		<-srv.exit
-		t.Fatalf("run on a schema at version 7 (this binary has 11 migrations) still running after 10s, "+
+		t.Fatalf("run on a schema at version 7 (before this binary's last migrations) still running after 10s, "+
 			"serving=%v; logs:\n%s", strings.Contains(logs, "msg=serving "), logs)
 	}
 	if srv.err == nil || !strings.Contains(srv.err.Error(), "migrate") {
 		t.Fatalf("run on a schema at version 7: error %v, want one that says to run prescient migrate; logs:\n%s",
 			srv.err, srv.stderr.String())
+	}
+	// The database is reachable: the retries say what they wait for.
+	if logs := srv.stderr.String(); !strings.Contains(logs, "cannot start: the database's schema is not migrated; not ready, retrying") ||
+		strings.Contains(logs, "database unavailable") {
+		t.Errorf("run on a schema behind the binary: the retries should say the schema is not migrated, not that the database is unavailable:\n%s", logs)
 	}
 }
 
