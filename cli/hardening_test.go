@@ -192,6 +192,14 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 	if err != nil || stderr != "" {
 		t.Errorf("schedule of a known check: %v, stderr %q; want no error and no warning", err, stderr)
 	}
+
+	// On a fresh database no server has recorded a catalog, but this
+	// binary runs order_unshipped itself: it is known.
+	fresh := sqliteHarness(t, filepath.Join(t.TempDir(), "fresh.db"), "")
+	_, stderr, err = fresh.runCtx(context.Background(), "schedule", "order", "4", "order_unshipped", "--in", "1h", "--require-known-check")
+	if err != nil || stderr != "" {
+		t.Errorf("schedule of the binary's own check on a fresh database: %v, stderr %q; want no error and no warning", err, stderr)
+	}
 }
 
 // TestBusyTimeout: database.busy_timeout follows guards.runtime unless set,

@@ -96,7 +96,7 @@ scripts.`,
 				return err
 			}
 			defer s.close()
-			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client.Store().Driver(), o.check, o.requireKnown); err != nil {
+			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client, o.check, o.requireKnown); err != nil {
 				return err
 			}
 			return schedule(cmd.Context(), cmd.OutOrStdout(), s.client, o)
@@ -119,9 +119,15 @@ scripts.`,
 // not in the check catalog, which every starting server (and `prescient
 // migrate`) records, so its job would wait until a server that runs it
 // starts, which may be never (a misspelt name). With require it refuses
-// instead, as River refuses a job kind no worker handles.
-func knownCheck(ctx context.Context, errOut io.Writer, drv driver.Driver, check string, require bool) error {
-	entries, err := drv.CatalogList(ctx)
+// instead, as River refuses a job kind no worker handles. A check this
+// binary runs itself (a Go check, or one declared in its configuration) is
+// known too: a server of this binary runs it, though none has started on
+// this database yet.
+func knownCheck(ctx context.Context, errOut io.Writer, c *prescient.Client, check string, require bool) error {
+	if _, ok := c.Config().Checks.Lookup(check); ok {
+		return nil
+	}
+	entries, err := c.Store().Driver().CatalogList(ctx)
 	if err != nil {
 		return fmt.Errorf("read the check catalog: %w", err)
 	}
