@@ -32,6 +32,11 @@ type access struct {
 	// too: opening it would create an empty database and report that there
 	// was nothing to act on.
 	existing bool
+	// runsChecks: the command runs checks (sweep). Only then are the
+	// declared checks' queries prepared: a query the database refuses (a
+	// column renamed by the application's migration) must not stop cancel,
+	// resolve or schedule, which an operator may need most then.
+	runsChecks bool
 	// rounds: the command rounds times to the slot grid, or fires slots. A
 	// grid set in the configuration that differs from the one the servers
 	// recorded in the database is refused: the command would round times to
@@ -81,7 +86,7 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	}
 	// The checks declared in the configuration; a command that only reads
 	// runs none, and does not prepare their queries.
-	if err := e.declare(ctx, st, cfg, !a.readOnly); err != nil {
+	if err := e.declare(ctx, st, cfg, a.runsChecks); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -58,7 +58,7 @@ document for scripts ({"mode", "slots", "jobs", "to"}).`,
 				counts = &sweepProgress{p: prog}
 				e.observer = counts
 			}
-			s, err := e.open(cmd.Context(), access{existing: true, rounds: true, header: forPeople(cmd, o.json)})
+			s, err := e.open(cmd.Context(), access{existing: true, runsChecks: true, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
