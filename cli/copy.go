@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
@@ -71,7 +73,9 @@ date), so nothing is lost if you stay on it.
 
 Stop every prescient server (and anything else that schedules, cancels or
 resolves) before copying: a server left running keeps firing jobs on the
-source, and whatever it changes after the copy began is not copied.
+source, and whatever it changes after the copy began is not copied. copy
+refuses a source with a server whose heartbeat is more recent than
+ownership.server_timeout.
 
 Afterwards:
 
@@ -145,6 +149,9 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		return err
 	}
 	defer src.Close()
+	if err := refuseLiveServers(ctx, src.Driver(), time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
+		return err
+	}
 	dst, err := postgres.Open(ctx, o.to, &postgres.Opts{Schema: o.toSchema})
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
@@ -170,6 +177,30 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		}{res, res.Grid.Resolution.String(), res.Grid.Offset.String()})
 	}
 	writeCopyResult(out, res)
+	return nil
+}
+
+// refuseLiveServers refuses to copy from a store a server still uses: one
+// whose heartbeat is more recent than timeout (ownership.server_timeout)
+// keeps firing jobs on the source, and what it changes after the copy began
+// would not be copied. A stopped server has deregistered; one that crashed
+// counts as gone once its heartbeat is older than timeout.
+func refuseLiveServers(ctx context.Context, src driver.Driver, timeout time.Duration, now time.Time) error {
+	srvs, err := src.ServerList(ctx)
+	if err != nil {
+		return fmt.Errorf("copy: list the source's servers: %w", err)
+	}
+	var live []string
+	for _, s := range srvs {
+		if ago := now.Sub(s.HeartbeatAt); ago < timeout {
+			live = append(live, fmt.Sprintf("%s (heartbeat %s ago)", s.Name, max(ago, 0).Round(time.Second)))
+		}
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("copy: the source is in use by %s: stop every prescient server before copying, "+
+			"or what they change after the copy began is lost (a server that crashed counts as gone %s after its last heartbeat, ownership.server_timeout)",
+			strings.Join(live, ", "), timeout)
+	}
 	return nil
 }
 

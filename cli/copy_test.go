@@ -286,6 +286,20 @@ func TestCopyRefuses(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.Schema(t)
 	missing := filepath.Join(t.TempDir(), "nope.db")
+	// A SQLite file a server is serving: its heartbeat a few seconds old.
+	inUse := filepath.Join(t.TempDir(), "in-use.db")
+	st, err := sqlite.Open(context.Background(), inUse, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	beat := time.Now().Add(-3 * time.Second)
+	if err := st.ServerHeartbeat(context.Background(), &driver.Server{Name: "web-1", StartedAt: beat, HeartbeatAt: beat}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	cases := []struct {
 		name   string
 		env    map[string]string
@@ -299,6 +313,8 @@ func TestCopyRefuses(t *testing.T) {
 			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"database.path", missing}},
 		{"target is the source", map[string]string{EnvDatabaseURL: url}, "database:\n  schema: " + schema + "\n",
 			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"the target is the source"}},
+		{"a server still running", map[string]string{}, "database:\n  path: " + inUse + "\n",
+			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"the source is in use by web-1 (heartbeat ", "stop every prescient server"}},
 	}
 	for _, c := range cases {
 		h := &harness{t: t, env: c.env}
