@@ -67,6 +67,11 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 	if err := checks.ValidateName("check", req.Check); err != nil {
 		return 0, nil, badField("check", err.Error())
 	}
+	if !a.opts.AllowUnknownChecks {
+		if err := a.knownCheck(ctx, req.Check); err != nil {
+			return 0, nil, err
+		}
+	}
 	var (
 		at   time.Time
 		when = "at" // the field that said when, for an error about the time
@@ -124,6 +129,31 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 		return http.StatusOK, job, nil
 	}
 	return http.StatusCreated, job, nil
+}
+
+// knownCheck refuses a check that neither the client's registry nor the
+// check catalog knows (see Opts.AllowUnknownChecks).
+func (a *api) knownCheck(ctx context.Context, check string) error {
+	if _, ok := a.client.Config().Checks.Lookup(check); ok {
+		return nil
+	}
+	entries, err := a.client.Store().Driver().CatalogList(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.Check == check {
+			return nil
+		}
+		names = append(names, e.Check)
+	}
+	known := "none yet"
+	if len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	return badField("check", fmt.Sprintf("no server runs a check named %s (known checks: %s): its job would wait for one; "+
+		"check the name, or start a server that runs it first", quote(check), known))
 }
 
 // cancelRequest is the body of POST /v1/cancel.

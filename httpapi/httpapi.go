@@ -44,6 +44,13 @@ type Opts struct {
 	// Logger receives the store errors behind 5xx answers. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// AllowUnknownChecks lets POST /v1/schedule schedule a check that
+	// neither the client's registry nor the check catalog (the checks every
+	// server that started recorded) knows. By default that is refused with
+	// 400: the job of a misspelt check would wait for a server that never
+	// comes. Set it when the servers that run a check may start after its
+	// first jobs are scheduled.
+	AllowUnknownChecks bool
 }
 
 // api serves one client.

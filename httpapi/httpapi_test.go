@@ -435,6 +435,9 @@ func TestAPIErrors(t *testing.T) {
 		{"control in key", "POST", "/v1/schedule", `{"entity": "order", "key": "4\n2", "check": "c", "in": "3h"}`, nil,
 			400, "key", "key has U+000A, a control character, at character 2", [2]string{}},
 		{"no check", "POST", "/v1/schedule", `{"entity": "order", "key": "42", "in": "3h"}`, nil, 400, "check", `invalid check name ""`, [2]string{}},
+		// A misspelt check: its job would wait for a server that never comes.
+		{"unknown check", "POST", "/v1/schedule", `{"entity": "order", "key": "42", "check": "order_unshiped", "in": "3h"}`, nil,
+			400, "check", `no server runs a check named "order_unshiped" (known checks: `, [2]string{}},
 		{"no time", "POST", "/v1/schedule", sched(``), nil, 400, "at", "say when to check: at (an RFC 3339 time", [2]string{}},
 		{"at and in", "POST", "/v1/schedule", sched(`, "at": "2030-01-01T00:00:00Z", "in": "3h"`), nil, 400, "in", "both say when to check: give only one", [2]string{}},
 		{"at not RFC 3339", "POST", "/v1/schedule", sched(`, "at": "2030-01-01 10:00"`), nil, 400, "at", `at "2030-01-01 10:00" is not an RFC 3339 time`, [2]string{}},
@@ -592,6 +595,18 @@ func TestAPIMaxBody(t *testing.T) {
 		}
 		if res := e.do("POST", "/v1/resolve", body+" "); res.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("a body of MaxBody+1 bytes: %d %s, want 413", res.status, res.body)
+		}
+	})
+}
+
+// TestAPIAllowUnknownChecks: with Opts.AllowUnknownChecks a check no server
+// has recorded yet is scheduled, for servers that start after the first jobs.
+func TestAPIAllowUnknownChecks(t *testing.T) {
+	t.Parallel()
+	eachStore(t, &httpapi.Opts{Token: token, AllowUnknownChecks: true}, func(t *testing.T, e *apiEnv) {
+		res := e.do("POST", "/v1/schedule", `{"entity": "order", "key": "42", "check": "invoice_unpaid", "in": "3h"}`)
+		if res.status != http.StatusCreated {
+			t.Errorf("a check no server knows, with AllowUnknownChecks: %d %s, want 201", res.status, res.body)
 		}
 	})
 }
