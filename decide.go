@@ -2,6 +2,7 @@ package prescient
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -42,11 +43,16 @@ func (c *Client) policy() policy {
 func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) driver.Decision {
 	d := driver.Decision{ID: j.ID, Lateness: j.Lateness()}
 	if r.Err != nil {
-		d.Err = r.Err.Error()
-		if failures := j.FailureCount + 1; failures >= p.maxFailures {
+		d.Err = errText(r.Err)
+		failures := j.FailureCount + 1
+		if failures >= p.maxFailures {
 			d.Outcome = history.Failed
-		} else {
-			d.Next = p.retrySlot(j.Slot, j.Now, failures)
+			return d
+		}
+		d.Next = p.retrySlot(j.Slot, j.Now, failures)
+		if !d.Next.Before(slots.MaxTime) {
+			d.Outcome, d.Next = history.Failed, time.Time{}
+			d.Err += fmt.Sprintf(" (not retried: the retry's slot is beyond the supported range %s)", slots.Range())
 		}
 		return d
 	}
@@ -67,7 +73,11 @@ func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) dri
 			r.Next.UTC().Format(time.RFC3339Nano), next.Format(time.RFC3339Nano), slots.Range())
 		return d
 	}
-	if v := limits.Judge(j.CheckCount+1, j.Slot, next); !v.OK() {
+	// The horizon is judged on the time the check asked for, as
+	// guards.horizon says ("farthest ahead of its slot a check may ask to
+	// run again"), not on the slot that time rounds up to; a time not after
+	// the slot is not after it either way.
+	if v := limits.Judge(j.CheckCount+1, j.Slot, r.Next); !v.OK() {
 		d.Outcome, d.Reason = v.Outcome, v.Reason
 		return d
 	}
@@ -76,6 +86,25 @@ func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) dri
 	}
 	d.Next = next
 	return d
+}
+
+// errText is the text a check's error records: never empty (both stores
+// read an empty text as "no error", so the failure would not count),
+// valid UTF-8 without NUL (PostgreSQL's text refuses both, failing the
+// apply of the whole group, every time), and read under recover (the Error
+// method of a typed nil error may panic, on the goroutine applying the
+// group).
+func errText(err error) (s string) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprintf("the check's error (%T) has an Error method that panicked: %v", err, r)
+		}
+		s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+		if s == "" {
+			s = fmt.Sprintf("the check returned an error (%T) with an empty message", err)
+		}
+	}()
+	return err.Error()
 }
 
 // retrySlot is when a job due in slot that has now failed `failures` times in

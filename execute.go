@@ -288,13 +288,15 @@ func (c *Client) abandonTx(hard context.Context, slot time.Time, g *group, ids [
 		return nil, nil, err
 	}
 	p := c.policy()
+	now := c.now()
 	ds := make([]driver.Decision, len(jobs))
 	for i, j := range jobs {
+		j.Now = now // its lateness: how late in the slot it ended, as for a job that ran
 		ds[i] = p.abandon(j, g.condemned[j.ID])
 		c.log.Error("job failed for good: its check started and never finished too many times", "entity", j.Entity, "key", j.Key,
 			"check", j.Check, "attempts", g.condemned[j.ID], "max_unfinished", c.cfg.MaxUnfinished)
 	}
-	err = tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Settled: idsOf(jobs)})
+	err = tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: now, Server: c.cfg.Server, Decisions: ds, Settled: idsOf(jobs)})
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
@@ -454,9 +456,9 @@ func (c *Client) decideUnit(limits guards.Limits, u unit, results []checks.Resul
 		c.checkFinished(j.Check, j.Slot, d, r.Err)
 		switch {
 		case d.Outcome == history.Failed:
-			c.log.Warn("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", r.Err)
+			c.log.Warn("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", d.Err)
 		case d.Err != "":
-			c.log.Info("check failed, will retry", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "retry_at", d.Next, "error", r.Err)
+			c.log.Info("check failed, will retry", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "retry_at", d.Next, "error", d.Err)
 		case d.Reason != "":
 			c.log.Warn("guard ended job", "entity", j.Entity, "key", j.Key, "check", j.Check, "outcome", d.Outcome, "reason", d.Reason)
 		}
