@@ -130,23 +130,23 @@ func (c *Config) checksErrors() []error {
 		if written("guards.horizon") {
 			horizon, horizonKey = cc.Guards.Horizon, base+".guards.horizon"
 		}
-		// The check of a stage asks for the next stage's time, rounded up
-		// to the grid: further than the horizon, the guard ends the job
-		// there. Without an anchor column the anchor is the job's first
-		// check, so the first stage is such a next check too.
-		res := time.Duration(c.Slots.Resolution)
+		// The check of a stage asks for the next stage's time, at most the
+		// gap between the two stages after its slot: further than the
+		// horizon, the guard ends the job there (it judges the time asked
+		// for, before rounding). Without an anchor column the anchor is the
+		// job's first check, so the first stage is such a next check too.
 		for i := range cc.Stages {
-			if horizon <= 0 || res <= 0 || (i == 0 && cc.Anchor != "") {
+			if horizon <= 0 || (i == 0 && cc.Anchor != "") {
 				continue
 			}
 			gap, from := time.Duration(cc.Stages[i].After), "the job's first check (there is no anchor)"
 			if i > 0 {
 				gap, from = gap-time.Duration(cc.Stages[i-1].After), "the stage before it"
 			}
-			if ahead := (gap + res - 1) / res * res; ahead > time.Duration(horizon) {
-				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is %s after %s, up to %s in whole slots, more than %s (%s): "+
+			if gap > time.Duration(horizon) {
+				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is %s after %s, more than %s (%s): "+
 					"its job would end guard_horizon there instead of waiting for this stage; raise %s or add a stage in between",
-					gap, from, ahead, horizonKey, time.Duration(horizon), horizonKey))
+					gap, from, horizonKey, time.Duration(horizon), horizonKey))
 			}
 		}
 		if written("batch_size") && cc.BatchSize == 0 {

@@ -85,7 +85,7 @@ type Verdict struct {
 func (v Verdict) OK() bool { return v.Outcome == "" }
 
 // Judge rules on a check that ran in slot and asked to run again at next
-// (already rounded to the grid). checks is how many checks the job has run,
+// (the time it asked for, before the engine rounds it up to the grid). checks is how many checks the job has run,
 // counting this one. A next time that is not after the slot is guard_past
 // (it would loop in place), one beyond the horizon is guard_horizon, and a job
 // that has used all its checks is guard_max_checks.
