@@ -58,6 +58,9 @@ type Client struct {
 	startedAt time.Time
 	own       ownership
 
+	// alone is held for reading by every group of checks running, and for
+	// writing by a job run alone (runAlone), which so runs with no other.
+	alone sync.RWMutex
 	// sem holds one token per group of checks running (Config.Workers).
 	sem chan struct{}
 

@@ -251,6 +251,8 @@ list:
 			}
 			wg.Go(func() {
 				defer func() { <-c.sem }()
+				c.alone.RLock() // see runAlone
+				defer c.alone.RUnlock()
 				tally(c.runGroup(work, hard, slot, g))
 			})
 			if first {
@@ -268,17 +270,26 @@ list:
 }
 
 // runAlone ends the condemned jobs as failed, then runs each of the alone
-// jobs by itself, one after the other (see unfinished.go). It reports false
-// if work ended.
+// jobs by itself, one after the other (see unfinished.go): with no other
+// group of this client running, of this slot or of another (a sweep, a
+// catch-up, FireSlot), so that a crash then names that job and no other.
+// It reports false if work ended.
 func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, condemned []*driver.DueJob, left map[int64]int,
 	tally func(*SlotRecord, error), countUnknown func(map[string]int)) bool {
-	run := func(g group) bool {
+	run := func(g group, exclusive bool) bool {
 		select {
 		case c.sem <- struct{}{}:
 		case <-work.Done():
 			return false
 		}
 		defer func() { <-c.sem }()
+		if exclusive {
+			c.alone.Lock()
+			defer c.alone.Unlock()
+		} else {
+			c.alone.RLock()
+			defer c.alone.RUnlock()
+		}
 		tally(c.runGroup(work, hard, slot, g))
 		return work.Err() == nil
 	}
@@ -287,7 +298,7 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		for i, d := range condemned {
 			ids[i] = d.ID
 		}
-		if !run(group{ids: ids, condemned: left}) {
+		if !run(group{ids: ids, condemned: left}, false) {
 			return false
 		}
 	}
@@ -298,7 +309,7 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		countUnknown(unk)
 		for _, g := range groups {
 			g.settle = true
-			if !run(g) {
+			if !run(g, true) {
 				return false
 			}
 		}
