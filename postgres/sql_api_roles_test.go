@@ -100,7 +100,7 @@ func TestSQLFunctionsCalledByAnotherRoleWithUserSchema(t *testing.T) {
 		DECLARE f regprocedure;
 		BEGIN
 			FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
-				WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'prescient\_%' AND p.proconfig IS NOT NULL
+				WHERE p.pronamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema()) AND p.proname LIKE 'prescient\_%' AND p.proconfig IS NOT NULL
 			LOOP
 				EXECUTE format('ALTER FUNCTION %s SET search_path = "$user", public', f);
 			END LOOP;

@@ -15,7 +15,9 @@ DECLARE
 BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p
-        WHERE p.pronamespace = current_schema()::regnamespace
+        -- By name: a cast to regnamespace would read it as SQL, folding
+        -- "Shop" to shop.
+        WHERE p.pronamespace = (SELECT n.oid FROM pg_namespace n WHERE n.nspname = current_schema())
             AND p.proname LIKE 'prescient\_%'
             AND EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c(setting) WHERE c.setting LIKE 'search\_path=%')
     LOOP
