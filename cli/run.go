@@ -60,9 +60,11 @@ read for them in the background, at most once every 30s).
 A database that cannot be reached at start-up is tried again, backing off
 from 250ms to 15s between attempts and logging each failure, not ready
 meanwhile (503 on /readyz), for up to database.startup_timeout (5m; -1 tries
-forever); then run exits 1, saying why. What waiting cannot change fails at
-once: a database or role that does not exist, a wrong password, a connection
-pg_hba.conf rejects, or a privilege the role lacks.
+forever); then run exits 1, saying why. A refusal that usually means the
+configuration is wrong (a database or role that does not exist, a wrong
+password, a connection pg_hba.conf rejects, a privilege the role lacks, a
+SQLite file it cannot write) is logged at error level naming the cause,
+and tried again all the same, in case it is being set up.
 
 Without slots.resolution and slots.offset in the configuration, the server
 uses the slot grid recorded in the database by the servers before it, if
@@ -212,12 +214,12 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 		if errors.As(err, &perm) {
 			return nil, nil, perm.err
 		}
-		if state, ok := refusedForGood(err); ok {
-			return nil, nil, fmt.Errorf("%w\n(not tried again: %s, which waiting cannot change; fix the URL or the database's roles and grants)", err, state)
-		}
 		ready.failed(err)
 		waited := time.Since(began)
 		if limit >= 0 && waited >= limit {
+			if refused, ok := refusedAsConfigured(err); ok {
+				err = fmt.Errorf("%w (%s)", err, refused)
+			}
 			return nil, nil, fmt.Errorf("gave up starting after %s and %d attempt(s) (database.startup_timeout is %s; -1 retries forever): %w",
 				waited.Round(time.Millisecond), attempt, limit, err)
 		}
@@ -226,11 +228,17 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 			next = min(next, (limit - waited).Round(time.Millisecond))
 			left = (limit - waited).Round(time.Millisecond).String()
 		}
-		msg := "cannot start: database unavailable; not ready, retrying"
-		if errors.Is(err, errSchemaBehind) || errors.Is(err, prescient.ErrNotMigrated) {
+		level, msg := slog.LevelWarn, "cannot start: database unavailable; not ready, retrying"
+		switch refused, ok := refusedAsConfigured(err); {
+		case ok:
+			// Most often a typo or a missing grant, which waiting does not
+			// cure; but a database or role an operator is creating, or a
+			// connection drain, heals: said loudly, and tried again.
+			level, msg = slog.LevelError, "cannot start: "+refused+"; not ready, retrying in case it is being set up (if not, fix the URL, the role or its grants)"
+		case errors.Is(err, errSchemaBehind) || errors.Is(err, prescient.ErrNotMigrated):
 			msg = "cannot start: the database's schema is not migrated; not ready, retrying"
 		}
-		log.Warn(msg, "error", err, "attempt", attempt, "retry_in", next, "gives_up_in", left)
+		log.Log(ctx, level, msg, "error", err, "attempt", attempt, "retry_in", next, "gives_up_in", left)
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
@@ -243,14 +251,18 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 	}
 }
 
-// refusedForGood reports whether PostgreSQL refused err's request for a
-// reason that only someone changing the configuration or the database can
-// cure (a database or role that does not exist, a wrong password, a
-// connection pg_hba.conf rejects, a missing privilege), and describes it.
-// Those fail start-up at once instead of after database.startup_timeout: a
-// typo must not look like an outage for five minutes. A server starting up,
-// shutting down or out of connections is waited for.
-func refusedForGood(err error) (string, bool) {
+// refusedAsConfigured reports whether err is a refusal that usually comes
+// from the configuration or the database's set-up rather than an outage (a
+// database or role that does not exist, a wrong password, a connection
+// pg_hba.conf rejects, a missing privilege, a SQLite file this process
+// cannot write), and describes it. Start-up still tries again (an operator
+// may be creating the database or role, a maintenance window may have
+// revoked CONNECT, an authentication server may be briefly down), but says
+// so at error level with what to fix, not as "database unavailable".
+func refusedAsConfigured(err error) (string, bool) {
+	if errors.Is(err, sqlite.ErrNotWritable) {
+		return "the SQLite file or its directory is not writable by this process", true
+	}
 	var code string
 	var pe *pgconn.PgError
 	var se *postgres.ServerError
@@ -291,7 +303,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
 	st, err := openStore(openCtx, &cfg, false, false)
 	cancel()
-	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) || errors.Is(err, sqlite.ErrNotWritable) {
+	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) {
 		return nil, nil, permanentError{err} // the URL or the database must change: retrying cannot help
 	}
 	if err != nil {
