@@ -39,6 +39,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if _, err := provider.Up(ctx); err != nil {
+		if werr := writable(s.path); werr != nil { // "attempt to write a readonly database" says neither what nor why
+			return fmt.Errorf("migrate %s: %w", s.path, werr)
+		}
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}
 	return nil

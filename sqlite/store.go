@@ -100,9 +100,6 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w: %w", path, ErrNotWritable, err)
 	}
-	if err := writable(path); err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-	}
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
 	// The driver runs busy_timeout first and the others in this order, on
@@ -120,6 +117,9 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	var mode string
 	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 		db.Close()
+		if werr := writable(path); werr != nil { // "unable to open database file" says neither what nor why
+			return nil, fmt.Errorf("open sqlite %s: %w", path, werr)
+		}
 		return nil, fmt.Errorf("open sqlite %s: %w", path, interpretError(err))
 	}
 	if !strings.EqualFold(mode, "wal") {
@@ -129,15 +129,18 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1)}, nil
 }
 
-// ErrNotWritable is the error Open returns (wrapped, with the path and the
-// operating system's reason) when this process cannot write the database
-// file or create files beside it, as SQLite must for the write-ahead log
-// (path-wal) and its index (path-shm). Waiting does not change that.
+// ErrNotWritable is the error Open and Migrate return (wrapped, with the
+// path and the operating system's reason) when SQLite fails and this
+// process cannot write the database file or create files beside it, as
+// SQLite must for the write-ahead log (path-wal) and its index (path-shm).
+// A file that is only read may be read-only: that is checked only once
+// SQLite has failed.
 var ErrNotWritable = errors.New("not writable by this process")
 
 // writable checks that the database file, if it exists, opens for writing,
-// and that its directory takes new files: without this, SQLite's answer is
-// "unable to open database file", naming neither the file nor the reason.
+// and that its directory takes new files. Open and Migrate ask once SQLite
+// has failed, whose answer ("unable to open database file", "attempt to
+// write a readonly database") names neither the file nor the reason.
 func writable(path string) error {
 	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 		f.Close()
