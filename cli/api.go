@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -131,10 +130,11 @@ func (e *env) listenAPI(cfg *Config, log *slog.Logger) (net.Listener, error) {
 	return ln, nil
 }
 
-// apiStarting is the answer to every API request before the server has
-// started (the database not reached yet): 503, so that callers fail at once
-// and retry, rather than hang on a listener nobody serves.
-const apiStarting = `{"error":"prescient is starting: the database has not been reached yet; try again"}`
+// apiStarting is the answer to every API request that carries the token
+// before the server has started (the database not reached yet): 503, so
+// that callers fail at once and retry, rather than hang on a listener
+// nobody serves.
+const apiStarting = "prescient is starting: the database has not been reached yet; try again"
 
 // serveAPI serves the JSON API on ln (from listenAPI), with token (from
 // apiToken), until stop is called: 503 (apiStarting) until started is given
@@ -150,16 +150,14 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Li
 			"token_env", name, "length", len(token))
 	}
 	var api atomic.Pointer[http.Handler]
+	starting := httpapi.Unavailable(&httpapi.Opts{Token: token}, apiStarting)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h := api.Load(); h != nil {
 				(*h).ServeHTTP(w, r)
 				return
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Retry-After", "5")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, apiStarting+"\n")
+			starting.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: apiReadHeaderTimeout,
 		ReadTimeout:       apiReadTimeout,

@@ -113,6 +113,22 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 	}))
 }
 
+// Unavailable returns a handler that stands in for the API while its
+// client cannot serve yet (a server waiting for its database at start-up):
+// it refuses a request without opts.Token with 401, as New's handler does,
+// and answers any other with 503, Retry-After: 5 and message as the error.
+func Unavailable(opts *Opts, message string) http.Handler {
+	var o Opts
+	if opts != nil {
+		o = *opts
+	}
+	a := &api{opts: o, token: sha256.Sum256([]byte(o.Token))}
+	return a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Message: message})
+	}))
+}
+
 // dotKey splits a path /v1/jobs/ENTITY/KEY whose key holds a "." or ".."
 // segment, which the mux would clean away (answering with a redirect to
 // another route): such a key is valid, so the path goes to jobs as it is.
