@@ -427,3 +427,18 @@ func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryRefusesAnEmptyFilter: `prescient retry --check "$CHECK"` with
+// CHECK unset must not widen to every failed job, as an empty CHECK must not
+// for cancel.
+func TestRetryRefusesAnEmptyFilter(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "")
+	h.mustRun("migrate")
+	for _, args := range [][]string{{"--check", ""}, {"--entity", ""}, {"--entity", "order", "--key", ""}} {
+		_, err := h.run(append([]string{"retry"}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "is empty: name the") {
+			t.Errorf("retry %q: %v, want an error saying the filter is empty", args, err)
+		}
+	}
+}

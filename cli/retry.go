@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -23,6 +24,9 @@ type retryOpts struct {
 	dryRun             bool
 	json               bool
 
+	// emptied lists the filters given with an empty value.
+	emptied []string
+
 	now    func() time.Time
 	params prescient.RetryParams // set by Validate
 	after  time.Duration         // from --in, set by Validate
@@ -33,6 +37,11 @@ func (o *retryOpts) Validate() error {
 	p := prescient.RetryParams{Entity: o.entity, Key: o.key, Check: o.check, Limit: o.limit, DryRun: o.dryRun}
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
+	}
+	// A filter given empty ("$CHECK" unset) must not widen to every record.
+	if len(o.emptied) > 0 {
+		f := o.emptied[0]
+		return fmt.Errorf("--%s is empty: name the %s, or leave --%s out", f, f, f)
 	}
 	if o.limit < 0 || o.limit > history.LimitMax {
 		return fmt.Errorf("--limit %d must be between 1 and %d (0 means %d)", o.limit, history.LimitMax, history.LimitDefault)
@@ -72,6 +81,12 @@ document: {"retried": [...], "skipped": [...]}.`,
   prescient retry --json | jq '.retried | length'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for name, v := range map[string]string{"entity": o.entity, "key": o.key, "check": o.check} {
+				if cmd.Flags().Changed(name) && v == "" {
+					o.emptied = append(o.emptied, name)
+				}
+			}
+			slices.Sort(o.emptied)
 			if err := o.Validate(); err != nil {
 				return err
 			}

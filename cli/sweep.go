@@ -58,7 +58,14 @@ document for scripts ({"mode", "slots", "jobs", "to"}).`,
 				counts = &sweepProgress{p: prog}
 				e.observer = counts
 			}
-			s, err := e.open(cmd.Context(), access{existing: true, runsChecks: true, rounds: true, header: forPeople(cmd, o.json)})
+			// Only a sweep in run mode runs checks; one that reslots (an
+			// operator's tool for when checks are broken) prepares no query.
+			cfg, err := e.config()
+			if err != nil {
+				return err
+			}
+			runs := o.mode != string(prescient.SweepReslot) && (o.mode != "" || cfg.Sweep.Mode != string(prescient.SweepReslot))
+			s, err := e.open(cmd.Context(), access{existing: true, runsChecks: runs, rounds: true, header: forPeople(cmd, o.json)})
 			if err != nil {
 				return err
 			}
