@@ -8,7 +8,9 @@ import (
 	"testing"
 )
 
-var createFunctionRE = regexp.MustCompile(`CREATE (OR REPLACE )?FUNCTION`)
+// createFunctionRE finds the statements whose body holds semicolons, which
+// goose must be told where they end: functions and anonymous DO blocks.
+var createFunctionRE = regexp.MustCompile(`CREATE (OR REPLACE )?FUNCTION|(?m)^DO \$\$`)
 
 // TestPostgresFiles checks what goose relies on and cannot check until it
 // runs: numbered files without gaps, each with an Up and a Down section, and
@@ -45,7 +47,7 @@ func TestPostgresFiles(t *testing.T) {
 			t.Errorf("%s: %d StatementBegin, %d StatementEnd", name, begins, ends)
 		}
 		if fns := len(createFunctionRE.FindAllString(text, -1)); fns != begins {
-			t.Errorf("%s: %d functions but %d fenced statements", name, fns, begins)
+			t.Errorf("%s: %d functions and DO blocks but %d fenced statements", name, fns, begins)
 		}
 	}
 }
