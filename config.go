@@ -262,12 +262,6 @@ func (c Config) Validate() error {
 	if err := c.Guards.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	// A next check is at least one slot after the slot checked, so a
-	// shorter horizon would end every job that asks to run again.
-	if h := c.Guards.Horizon; h > 0 && h < c.Grid.Resolution {
-		return fmt.Errorf("config: guards: horizon %s must be at least the slot resolution, %s (a next check is at least one slot away, "+
-			"so a shorter horizon ends every job that asks to run again), or -1 for no limit", h, c.Grid.Resolution)
-	}
 	var errs []error
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("config: max_failures %d must be at least 1", c.MaxFailures))

@@ -35,11 +35,11 @@ func (c *Client) policy() policy {
 //   - an error: a failure, retried at retrySlot, or the job ends failed once
 //     it has failed maxFailures times in a row;
 //   - no next time: the job is done;
-//   - a next time: rounded up to the grid and judged by the guards; a time
-//     that has passed meanwhile (a check run late) lands in the first slot
-//     after j.Now, as when scheduling: "not before X". A time whose slot is
-//     at or after slots.MaxTime ends the job as guard_horizon, even with no
-//     horizon: the engine cannot represent it.
+//   - a next time: judged by the guards as asked, then rounded up to the
+//     grid; a time that has passed meanwhile (a check run late) lands in
+//     the first slot after j.Now, as when scheduling: "not before X". A
+//     time whose slot is at or after slots.MaxTime ends the job as
+//     guard_horizon, even with no horizon: the engine cannot represent it.
 func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) driver.Decision {
 	d := driver.Decision{ID: j.ID, Lateness: j.Lateness()}
 	if r.Err != nil {

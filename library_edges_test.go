@@ -13,8 +13,8 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/postgres"
-	"github.com/prescient-dev/prescient/slots"
 )
 
 // A job without payload carries a nil json.RawMessage (checks.Job.Payload,
@@ -194,21 +194,40 @@ func TestJobAndDeliveriesRefuseInvalidNames(t *testing.T) {
 	})
 }
 
-// NewClient refuses a guards horizon shorter than one slot, as the
-// configuration file does: a next check is at least one slot away, so every
-// job asking to run again would end guard_horizon.
-func TestHorizonShorterThanASlotRefused(t *testing.T) {
-	t.Parallel()
-	h := openSQLite(t)
-	_, err := prescient.NewClient(h.store, &prescient.Config{Server: "a",
-		Grid: slots.Grid{Resolution: 15 * time.Minute}, Guards: guards.Limits{Horizon: 10 * time.Minute}})
-	if err == nil || !strings.Contains(err.Error(), "horizon 10m0s must be at least the slot resolution, 15m0s") {
-		t.Fatalf("new client with a 10m horizon on a 15m grid: %v, want a refusal naming both", err)
-	}
-	if _, err := prescient.NewClient(h.store, &prescient.Config{Server: "a",
-		Grid: slots.Grid{Resolution: 15 * time.Minute}, Guards: guards.Limits{Horizon: 15 * time.Minute}}); err != nil {
-		t.Fatalf("new client with a horizon of one slot: %v", err)
-	}
+// A guards horizon shorter than one slot is a limit like any other: the
+// guard judges the time a check asks for, before it is rounded up to the
+// grid, so a check asking for 5 minutes ahead under a 10-minute horizon on
+// 15-minute slots runs again (in the next slot). (NewClient refused such a
+// horizon for a while, when the guard judged the rounded time and so ended
+// every job that asked to run again.)
+func TestHorizonShorterThanASlot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		ahead := func(d time.Duration) checks.Func {
+			return func(_ context.Context, j *checks.Job) (time.Time, error) {
+				if j.CheckCount > 0 {
+					return time.Time{}, nil
+				}
+				return j.Slot.Add(d), nil
+			}
+		}
+		reg := &checks.Registry{}
+		if err := reg.Register("near", ahead(5*time.Minute), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Register("far", ahead(11*time.Minute), nil); err != nil {
+			t.Fatal(err)
+		}
+		c := h.client(clk, reg, func(cfg *prescient.Config) { cfg.Guards = guards.Limits{Horizon: 10 * time.Minute} })
+		schedule(t, c, "1", "near", "2026-03-10T10:15:00Z")
+		schedule(t, c, "1", "far", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		fire(t, c, "2026-03-10T10:15:00Z")
+		if j, err := c.Job(context.Background(), "order", "1", "near"); err != nil || !j.NextCheckAt.Equal(ts("2026-03-10T10:30:00Z")) {
+			t.Errorf("a check asking 5m ahead under a 10m horizon: %+v, %v; want it due again at 10:30", j, err)
+		}
+		wantOutcome(t, c, "1", history.GuardHorizon, 1)
+	})
 }
 
 // A rolling restart under one server name: the new process registers while

@@ -18,7 +18,8 @@ import (
 // retried at a later slot, and whatever the check wrote through job.Tx is
 // rolled back.
 //
-// The returned time is rounded up to the slot grid and judged by the guards.
+// The returned time is judged by the guards, then rounded up to the slot
+// grid.
 type Func func(ctx context.Context, job *Job) (next time.Time, err error)
 
 // Result is a batch check's answer for one job: the next check time (zero when

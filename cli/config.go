@@ -1077,9 +1077,7 @@ func (c *Config) Validate() error {
 		}},
 		{"guards.max_checks", nil, func(pc *prescient.Config) { pc.Guards.MaxChecks = full.Guards.MaxChecks }},
 		{"guards.runtime", nil, func(pc *prescient.Config) { pc.Guards.Runtime = full.Guards.Runtime }},
-		{"guards.horizon", grid[:1], func(pc *prescient.Config) { // the engine compares it with the slot
-			pc.Guards.Horizon, pc.Grid = full.Guards.Horizon, slots.Grid{Resolution: full.Grid.Resolution}
-		}},
+		{"guards.horizon", nil, func(pc *prescient.Config) { pc.Guards.Horizon = full.Guards.Horizon }},
 		{"retry.max_failures", nil, func(pc *prescient.Config) { pc.MaxFailures = full.MaxFailures }},
 		{"retry.max_unfinished", nil, func(pc *prescient.Config) { pc.MaxUnfinished = full.MaxUnfinished }},
 		{"retry.backoff_max", nil, func(pc *prescient.Config) { pc.RetryBackoffMax = full.RetryBackoffMax }},
@@ -1166,12 +1164,6 @@ func (c *Config) Validate() error {
 			bad("ownership.static."+name, err)
 			reported["ownership.static"] = true
 		}
-	}
-	// A next check is at least one slot after the slot being checked: a
-	// shorter horizon would end every job that asks to run again.
-	if h, res := c.Guards.Horizon, c.Slots.Resolution; h > 0 && h < res && !reported["guards.horizon"] && !reported["slots.resolution"] {
-		bad("guards.horizon", fmt.Errorf("must be at least slots.resolution, %s (a next check is at least one slot away, "+
-			"so a shorter horizon ends every job that asks to run again), or -1 for no limit, got %s", res, h))
 	}
 	for _, kc := range checks {
 		if reported[kc.key] || slices.ContainsFunc(kc.uses, func(k string) bool { return reported[k] }) {

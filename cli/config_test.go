@@ -606,10 +606,6 @@ func TestConfigRefusesDurationsThatCannotWork(t *testing.T) {
 			":2: guards.runtime: must be at least 10ms (a check runs in a database transaction, which takes longer to begin and commit), got 500µs",
 		}},
 		{"horizon in microseconds", "guards:\n  horizon: 1µs\n", []string{":2: guards.horizon: must be at least 1ms, got 1µs"}},
-		{"horizon under a slot", "slots:\n  resolution: 15m\nguards:\n  horizon: 10m\n", []string{
-			":4: guards.horizon: must be at least slots.resolution, 15m0s (a next check is at least one slot away, " +
-				"so a shorter horizon ends every job that asks to run again), or -1 for no limit, got 10m0s",
-		}},
 		{"offset in microseconds", "slots:\n  offset: 500us\n", []string{":2: slots.offset: must be 0s, or at least 1ms, got 500µs"}},
 		{"group duration", "group_duration: 100µs\n", []string{":1: group_duration: must be at least 1ms, got 100µs"}},
 		{"retention", "history:\n  retention: 1ns\n", []string{":2: history.retention: must be at least 1ms, got 1ns"}},

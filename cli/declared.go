@@ -166,13 +166,8 @@ func (c *Config) checksErrors() []error {
 				bad(base+".guards.runtime", fmt.Errorf("must be at least %s (a check runs in a database transaction), got %s", runtimeMin, g.Runtime))
 			}
 		}
-		if written("guards.horizon") {
-			switch res := c.Slots.Resolution; {
-			case g.Horizon == 0:
-				bad(base+".guards.horizon", errors.New("must be positive, or -1 for no limit, got 0s (leave it out for the server's guards.horizon)"))
-			case g.Horizon > 0 && g.Horizon < res:
-				bad(base+".guards.horizon", fmt.Errorf("must be at least slots.resolution, %s (a next check is at least one slot away), or -1 for no limit, got %s", res, g.Horizon))
-			}
+		if written("guards.horizon") && g.Horizon == 0 {
+			bad(base+".guards.horizon", errors.New("must be positive, or -1 for no limit, got 0s (leave it out for the server's guards.horizon)"))
 		}
 		known := c.sinkSet()
 		for i, s := range cc.Sinks {
