@@ -251,9 +251,9 @@ list:
 			}
 			wg.Go(func() {
 				defer func() { <-c.sem }()
-				c.alone.RLock() // see runAlone
-				defer c.alone.RUnlock()
-				tally(c.runGroup(work, hard, slot, g))
+				unlock := c.lockAlone(work, false) // see runAlone
+				defer unlock()
+				tally(c.runGroup(inGroup(c, work), inGroup(c, hard), slot, g))
 			})
 			if first {
 				first = false
@@ -283,14 +283,9 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 			return false
 		}
 		defer func() { <-c.sem }()
-		if exclusive {
-			c.alone.Lock()
-			defer c.alone.Unlock()
-		} else {
-			c.alone.RLock()
-			defer c.alone.RUnlock()
-		}
-		tally(c.runGroup(work, hard, slot, g))
+		unlock := c.lockAlone(work, exclusive)
+		defer unlock()
+		tally(c.runGroup(inGroup(c, work), inGroup(c, hard), slot, g))
 		return work.Err() == nil
 	}
 	if len(condemned) > 0 {
@@ -315,6 +310,33 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		}
 	}
 	return true
+}
+
+// inGroupKey marks the contexts of a group's checks (inGroup): a check that
+// fires a slot, sweeps or ticks on its own client passes one on.
+type inGroupKey struct{ c *Client }
+
+// inGroup returns ctx marked as the context of a group of c's checks.
+func inGroup(c *Client, ctx context.Context) context.Context {
+	return context.WithValue(ctx, inGroupKey{c}, true)
+}
+
+// lockAlone takes c.alone for a group about to run (for writing when the
+// group is a job run alone) and returns its release. A firing nested in a
+// check of c's (ctx marked by inGroup) takes nothing: the check's own group
+// holds the lock for reading, so a write lock would wait for its own
+// caller, and a second read lock for any write lock pending. Such a job
+// then runs alone within its slot only, as it did before the lock.
+func (c *Client) lockAlone(ctx context.Context, exclusive bool) (unlock func()) {
+	if ctx.Value(inGroupKey{c}) != nil {
+		return func() {}
+	}
+	if exclusive {
+		c.alone.Lock()
+		return c.alone.Unlock
+	}
+	c.alone.RLock()
+	return c.alone.RUnlock
 }
 
 // mergeByID merges two lists of due jobs into one in id order: the order
