@@ -81,7 +81,7 @@ document: {"retried": [...], "skipped": [...]}.`,
   prescient retry --json | jq '.retried | length'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for name, v := range map[string]string{"entity": o.entity, "key": o.key, "check": o.check} {
+			for name, v := range map[string]string{"entity": o.entity, "key": o.key, "check": o.check, "since": o.since} {
 				if cmd.Flags().Changed(name) && v == "" {
 					o.emptied = append(o.emptied, name)
 				}

@@ -261,7 +261,7 @@ func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slo
 // so at error level with what to fix, not as "database unavailable".
 func refusedAsConfigured(err error) (string, bool) {
 	if errors.Is(err, sqlite.ErrNotWritable) {
-		return "the SQLite file or its directory is not writable by this process", true
+		return "the SQLite file (database.path) or its directory is not writable by this process", true
 	}
 	var code string
 	var pe *pgconn.PgError

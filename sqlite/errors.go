@@ -11,6 +11,10 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 )
 
+// sqliteReadOnly is SQLITE_READONLY, the primary result code of a write to
+// a database this process may only read.
+const sqliteReadOnly = 8
+
 // interpretError translates an error from database/sql or the driver into the
 // domain's terms at the store's boundary: no rows is driver.ErrNotFound,
 // and an SQLite error keeps its message and result code but not its driver
@@ -27,6 +31,9 @@ func interpretError(err error) error {
 	if errors.As(err, &se) {
 		if strings.Contains(se.Error(), "no such table: prescient_") {
 			return fmt.Errorf("%w (sqlite: %s)", driver.ErrNotMigrated, se.Error())
+		}
+		if se.Code()&0xff == sqliteReadOnly {
+			return fmt.Errorf("sqlite: %s: %w", se.Error(), ErrNotWritable)
 		}
 		return fmt.Errorf("sqlite: %s", se.Error())
 	}
