@@ -451,6 +451,27 @@ func (c *Client) noteUnknown(m map[string]int) {
 	maps.Copy(c.unknown, m)
 }
 
+// KnownChecks returns, sorted, the names of the checks this client runs
+// (its registry) and of those the servers that started on the database
+// recorded (the check catalog). A job of any other check waits for a server
+// that runs it, which may never come (a misspelt name): the CLI's schedule
+// warns of one, and the HTTP API refuses it.
+func (c *Client) KnownChecks(ctx context.Context) ([]string, error) {
+	entries, err := c.drv.CatalogList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prescient: read the check catalog: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Check)
+	}
+	for _, ch := range c.cfg.Checks.All() {
+		names = append(names, ch.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
 // UnknownChecks returns the check names this server found due jobs for but
 // has no check registered under, with the jobs seen in the last slot that
 // had them. Those jobs stay pending. A name registered since is left out

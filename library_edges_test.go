@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +258,31 @@ func TestStopLeavesTheRegistrationOfItsSuccessor(t *testing.T) {
 		}
 		if len(srvs) != 1 || !srvs[0].StartedAt.Equal(ts("2026-03-10T10:00:07Z")) {
 			t.Fatalf("registrations after the old process stopped: %+v; want the successor's, started at 10:00:07", srvs)
+		}
+	})
+}
+
+// KnownChecks lists, once each and sorted, the checks the client runs and
+// those the catalog holds from other servers.
+func TestKnownChecks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		other := register(t, "omega", alertOnce(&calls{}), nil)
+		if err := other.Register("zeta", alertOnce(&calls{}), nil); err != nil {
+			t.Fatal(err)
+		}
+		h.client(newClock("2026-03-10T10:00:00Z"), other, nil) // records omega and zeta in the catalog
+		reg := register(t, "alpha", alertOnce(&calls{}), nil)
+		if err := reg.Register("zeta", alertOnce(&calls{}), nil); err != nil {
+			t.Fatal(err)
+		}
+		c, err := prescient.NewClient(h.store, &prescient.Config{Server: "s2", Checks: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.KnownChecks(ctx)
+		if err != nil || !slices.Equal(got, []string{"alpha", "omega", "zeta"}) {
+			t.Fatalf("KnownChecks: %v, %v; want [alpha omega zeta] (alpha from the registry, omega from the catalog, zeta from both)", got, err)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,19 +125,12 @@ scripts.`,
 // known too: a server of this binary runs it, though none has started on
 // this database yet.
 func knownCheck(ctx context.Context, errOut io.Writer, c *prescient.Client, check string, require bool) error {
-	if _, ok := c.Config().Checks.Lookup(check); ok {
-		return nil
-	}
-	entries, err := c.Store().Driver().CatalogList(ctx)
+	names, err := c.KnownChecks(ctx)
 	if err != nil {
-		return fmt.Errorf("read the check catalog: %w", err)
+		return err
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if e.Check == check {
-			return nil
-		}
-		names = append(names, e.Check)
+	if slices.Contains(names, check) {
+		return nil
 	}
 	known := "none yet"
 	if len(names) > 0 {

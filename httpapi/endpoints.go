@@ -134,19 +134,12 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 // knownCheck refuses a check that neither the client's registry nor the
 // check catalog knows (see Opts.AllowUnknownChecks).
 func (a *api) knownCheck(ctx context.Context, check string) error {
-	if _, ok := a.client.Config().Checks.Lookup(check); ok {
-		return nil
-	}
-	entries, err := a.client.Store().Driver().CatalogList(ctx)
+	names, err := a.client.KnownChecks(ctx)
 	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if e.Check == check {
-			return nil
-		}
-		names = append(names, e.Check)
+	if slices.Contains(names, check) {
+		return nil
 	}
 	known := "none yet"
 	if len(names) > 0 {
