@@ -92,6 +92,7 @@ func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams
 	jobs := make([]*Job, len(res))
 	for i, r := range res {
 		jobs[i] = readJob(r.Job) // a job kept on conflict may be a legacy row
+		jobs[i].Inserted = r.Inserted
 	}
 	return jobs, nil
 }

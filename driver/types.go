@@ -341,6 +341,10 @@ type Job struct {
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	// Inserted, on a job Client.Schedule (or ScheduleMany) returns, says
+	// the call created it; false means it was pending, and OnConflict
+	// decided what happened to it. It is false on a job read any other way.
+	Inserted bool `json:"-"`
 }
 
 // CheckJobsImport reports what makes jobs unfit for Driver.JobsImport before

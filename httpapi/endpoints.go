@@ -112,23 +112,19 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 		return 0, nil, badField("on_conflict", fmt.Sprintf("on_conflict %s is not a conflict rule (want %s or %s)",
 			quote(req.OnConflict), prescient.ConflictReplace, prescient.ConflictKeep))
 	}
-	// Whether the job was pending decides 201 or 200. Two requests racing
-	// to create the same job may both be answered 201; the job is the same.
-	_, err := a.client.Job(ctx, p.Entity, p.Key, p.Check)
-	pending := err == nil
-	if err != nil && !errors.Is(err, prescient.ErrNotFound) {
-		return 0, nil, err
-	}
+	// Whether this request created the job decides 201 or 200, as the
+	// upsert itself says (a lookup before it could be outdated by a check
+	// that ended the job meanwhile).
 	job, err := a.client.Schedule(ctx, p)
 	switch {
 	case errors.Is(err, prescient.ErrOutOfRange):
 		return 0, nil, badField(when, clientMessage(err))
 	case err != nil:
 		return 0, nil, err
-	case pending:
-		return http.StatusOK, job, nil
+	case job.Inserted:
+		return http.StatusCreated, job, nil
 	}
-	return http.StatusCreated, job, nil
+	return http.StatusOK, job, nil
 }
 
 // knownCheck refuses a check that neither the client's registry nor the
