@@ -67,7 +67,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
-	did, unknown, cut := c.dispatch(work, hard, slot)
+	did, unknown, drained, cut := c.dispatch(work, hard, slot)
 	for check, n := range unknown {
 		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
 	}
@@ -76,7 +76,11 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 	// Unknown counts the jobs the latest firing left pending, not a sum over
 	// firings (each would count the same jobs again).
 	ledger.Unknown = did.Unknown
-	if cut == nil && work.Err() != nil {
+	if cut == nil && work.Err() != nil && !drained && c.slotHasDue(hard, slot) {
+		// Stopped with jobs of the slot not handed to a group. (Stopped
+		// after the last was, every group finished, the firing is
+		// complete: nothing is left for a catch-up to fire, so a row left
+		// unfinished would read as an incomplete slot forever.)
 		cut = fmt.Errorf("stopped: %w", work.Err())
 	}
 	if cut != nil {
@@ -144,6 +148,15 @@ func (c *Client) heldSlots() []time.Time {
 	return slices.Collect(maps.Keys(c.firing))
 }
 
+// slotHasDue reports whether any job is still due in slot, or the store
+// could not say, for a firing stopped before its listing came to an end.
+func (c *Client) slotHasDue(hard context.Context, slot time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(hard), stopTimeout)
+	defer cancel()
+	due, err := c.drv.JobsDue(ctx, &driver.JobsDueParams{Slot: slot, Limit: 1})
+	return err != nil || len(due) > 0
+}
+
 // ledgerStart records in the ledger that this server fires slot, and returns
 // the record this firing fills in: SlotFinish adds what it did to what
 // earlier firings of the slot by this server counted, in the store, so that
@@ -159,8 +172,10 @@ func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (
 // dispatch lists the jobs due in slot page by page, splits each page into
 // groups (see plan) and runs up to Workers groups at once, each in its own
 // transaction. It returns what the groups did, the jobs of unknown checks
-// per check name, and what cut the firing short, if anything did.
-func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, cut error) {
+// per check name, whether it listed every job due (drained: the listing
+// came to its end, so none was left unhanded when work ended), and what cut
+// the firing short, if anything did.
+func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, drained bool, cut error) {
 	did = &SlotRecord{}
 	unknown = make(map[string]int)
 	var (
@@ -180,7 +195,7 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 	left, counted, err := c.unfinished(work, nil)
 	if err != nil {
 		c.storeError(StoreOpAttempts, err)
-		return did, unknown, fmt.Errorf("list attempts left unfinished: %w", err)
+		return did, unknown, false, fmt.Errorf("list attempts left unfinished: %w", err)
 	}
 	countUnknown := func(unk map[string]int) {
 		for name, n := range unk {
@@ -198,12 +213,16 @@ list:
 	for work.Err() == nil {
 		due, err := c.drv.JobsDue(work, &driver.JobsDueParams{Slot: slot, AfterID: after, Limit: page})
 		page = c.pageSize()
+		if err != nil && work.Err() != nil {
+			break // stopped while listing: fireSlot asks what is left
+		}
 		if err != nil {
 			c.storeError(StoreOpJobsDue, err)
 			tally(nil, fmt.Errorf("list due jobs: %w", err))
 			break
 		}
 		if len(due) == 0 {
+			drained = true // every job due was handed to a group
 			break
 		}
 		after = due[len(due)-1].ID
@@ -266,7 +285,7 @@ list:
 		}
 	}
 	wg.Wait()
-	return did, unknown, joinFew(errs)
+	return did, unknown, drained, joinFew(errs)
 }
 
 // runAlone ends the condemned jobs as failed, then runs each of the alone
