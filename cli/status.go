@@ -76,11 +76,14 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 	if o.json {
 		return writeJSON(out, st)
 	}
-	writeStatus(out, st)
+	writeStatus(out, st, c.Config().ServerTimeout)
 	return nil
 }
 
-func writeStatus(out io.Writer, st *prescient.Status) {
+// writeStatus prints st for people; serverTimeout tells a firing under way
+// (the slot in progress, by a server still live) from one its server left
+// unfinished, as the status page does.
+func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duration) {
 	j := st.Jobs
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
@@ -125,10 +128,17 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tSERVER\tKIND\tLAG\tSTATE\tCHECKED\tRESCHEDULED\tFAILURES\tUNKNOWN\tOUTCOMES")
+		live := make(map[string]bool)
+		for _, s := range st.Servers {
+			live[s.Name] = st.Now.Sub(s.HeartbeatAt) <= serverTimeout
+		}
 		for _, r := range st.Recent {
-			state := "running"
-			if r.Complete() {
+			state := "incomplete"
+			switch {
+			case r.Complete():
 				state = "done in " + r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+			case r.Slot.Equal(st.Current) && live[r.Server]:
+				state = "running"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
 				fmtTime(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
+)
+
+// TestStatusCallsADeadSlotIncomplete: server web-2 started firing slot
+// 2026-01-01T10:00:00Z and died in it; its ledger row was never finished.
+// Months later `prescient status` listed that slot among the recent ones as
+// "running", the state of a firing under way, where the status page says
+// "incomplete" (started and not finished: its server died): any unfinished
+// row was printed "running", whatever its age or server (found by a
+// review). It says incomplete now, as the page does.
+func TestStatusCallsADeadSlotIncomplete(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		slot := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+		if err := st.Driver().SlotStart(context.Background(), &driver.SlotRecord{Slot: slot, Server: "web-2",
+			Kind: prescient.KindFire, StartedAt: slot.Add(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		out := h.mustRun("status")
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "2026-01-01T10:00:00Z") && strings.Contains(l, "web-2") {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Fatalf("no recent slot row for 2026-01-01T10:00:00Z:\n%s", out)
+		}
+		if strings.Contains(line, "running") || !strings.Contains(line, "incomplete") {
+			t.Errorf("a slot its server started months ago and never finished is shown as running: %q", strings.TrimSpace(line))
+		}
+	})
+}
