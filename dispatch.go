@@ -67,7 +67,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
-	did, unknown, drained, cut := c.dispatch(work, hard, slot)
+	did, unknown, cut := c.dispatch(work, hard, slot)
 	for check, n := range unknown {
 		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
 	}
@@ -76,11 +76,12 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 	// Unknown counts the jobs the latest firing left pending, not a sum over
 	// firings (each would count the same jobs again).
 	ledger.Unknown = did.Unknown
-	if cut == nil && work.Err() != nil && !drained && c.slotHasDue(hard, slot) {
-		// Stopped with jobs of the slot not handed to a group. (Stopped
-		// after the last was, every group finished, the firing is
-		// complete: nothing is left for a catch-up to fire, so a row left
-		// unfinished would read as an incomplete slot forever.)
+	if cut == nil && work.Err() != nil && c.slotHasDue(hard, slot) {
+		// Stopped with jobs of the slot left due: not listed yet, or left
+		// by a group that stopped starting checks. (Stopped with none
+		// left, the firing is complete: nothing is left for a catch-up to
+		// fire, so a row left unfinished would read as an incomplete slot
+		// forever.)
 		cut = fmt.Errorf("stopped: %w", work.Err())
 	}
 	if cut != nil {
@@ -149,7 +150,7 @@ func (c *Client) heldSlots() []time.Time {
 }
 
 // slotHasDue reports whether any job is still due in slot, or the store
-// could not say, for a firing stopped before its listing came to an end.
+// could not say, for a firing that was stopped.
 func (c *Client) slotHasDue(hard context.Context, slot time.Time) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(hard), stopTimeout)
 	defer cancel()
@@ -172,10 +173,8 @@ func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (
 // dispatch lists the jobs due in slot page by page, splits each page into
 // groups (see plan) and runs up to Workers groups at once, each in its own
 // transaction. It returns what the groups did, the jobs of unknown checks
-// per check name, whether it listed every job due (drained: the listing
-// came to its end, so none was left unhanded when work ended), and what cut
-// the firing short, if anything did.
-func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, drained bool, cut error) {
+// per check name, and what cut the firing short, if anything did.
+func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, cut error) {
 	did = &SlotRecord{}
 	unknown = make(map[string]int)
 	var (
@@ -195,7 +194,7 @@ func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *Slot
 	left, counted, err := c.unfinished(work, nil)
 	if err != nil {
 		c.storeError(StoreOpAttempts, err)
-		return did, unknown, false, fmt.Errorf("list attempts left unfinished: %w", err)
+		return did, unknown, fmt.Errorf("list attempts left unfinished: %w", err)
 	}
 	countUnknown := func(unk map[string]int) {
 		for name, n := range unk {
@@ -222,7 +221,6 @@ list:
 			break
 		}
 		if len(due) == 0 {
-			drained = true // every job due was handed to a group
 			break
 		}
 		after = due[len(due)-1].ID
@@ -285,7 +283,7 @@ list:
 		}
 	}
 	wg.Wait()
-	return did, unknown, drained, joinFew(errs)
+	return did, unknown, joinFew(errs)
 }
 
 // runAlone ends the condemned jobs as failed, then runs each of the alone
