@@ -76,6 +76,9 @@ type ran struct {
 	// decisions holds one decision per job; none when the unit was
 	// interrupted and its jobs released.
 	decisions []driver.Decision
+	// basis is, per job, what of the job its decision was made from (see
+	// stillHeld).
+	basis map[int64]jobBasis
 	// kept says the unit's writes were kept (it succeeded); otherwise they
 	// were rolled back.
 	kept bool
@@ -196,6 +199,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			return c.runTx(work, hard, slot, g, ids, optimistic, held, 0, claimed)
 		}
 	}
+	held = stillHeld(held, jobs)
 	units, done := c.units(g.batch, jobs), claimedOf(held, jobs)
 	run := &runner{}
 	defer run.stop()
@@ -315,6 +319,47 @@ func idsOf(jobs []*checks.Job) []int64 {
 	return ids
 }
 
+// jobBasis is what a decision about a job depends on besides its check's
+// result: the counts decide retry or failed, the payload what the check saw.
+type jobBasis struct {
+	checks, failures int
+	payload          string
+}
+
+func basisOf(j *checks.Job) jobBasis {
+	return jobBasis{checks: j.CheckCount, failures: j.FailureCount, payload: string(j.Payload)}
+}
+
+// stillHeld drops from held the decisions about jobs claimed again that
+// changed since their check failed: between the rollback of an optimistic
+// group and its claim again, the application may have rescheduled a job
+// (replace resets its failures, may change its payload), and a failure
+// decided from the old row would overwrite what the application was told.
+// Such a job runs again, as part of the group, with its new state.
+func stillHeld(held []ran, jobs []*checks.Job) []ran {
+	if len(held) == 0 {
+		return held
+	}
+	now := make(map[int64]jobBasis, len(jobs))
+	for _, j := range jobs {
+		now[j.ID] = basisOf(j)
+	}
+	var out []ran
+	for _, r := range held {
+		var ds []driver.Decision
+		for _, d := range r.decisions {
+			if b, claimed := now[d.ID]; claimed && r.basis != nil && b != r.basis[d.ID] {
+				continue
+			}
+			ds = append(ds, d)
+		}
+		if len(ds) > 0 {
+			out = append(out, ran{decisions: ds, kept: r.kept, basis: r.basis})
+		}
+	}
+	return out
+}
+
 // heldJob reports whether job id has a held decision.
 func heldJob(held []ran, id int64) bool {
 	for _, r := range held {
@@ -423,6 +468,10 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	r := ran{kept: err == nil}
 	if !errors.Is(err, errInterrupted) {
 		r.decisions = c.decideUnit(limits, u, results, err, elapsed)
+		r.basis = make(map[int64]jobBasis, len(u.jobs))
+		for _, j := range u.jobs {
+			r.basis[j.ID] = basisOf(j)
+		}
 	}
 	if terr := tx.Err(); terr != nil {
 		return r, terr
