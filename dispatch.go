@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -487,6 +488,35 @@ func (c *Client) KnownChecks(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// UnknownCheckError is KnownCheck's error for a check that neither the
+// client runs nor any server recorded.
+type UnknownCheckError struct {
+	Check string
+	// Known are the checks that are known (KnownChecks).
+	Known []string
+}
+
+func (e *UnknownCheckError) Error() string {
+	known := "none yet"
+	if len(e.Known) > 0 {
+		known = strings.Join(e.Known, ", ")
+	}
+	return fmt.Sprintf("no server runs a check named %q (known checks: %s)", e.Check, known)
+}
+
+// KnownCheck returns nil when KnownChecks holds check, and otherwise an
+// *UnknownCheckError.
+func (c *Client) KnownCheck(ctx context.Context, check string) error {
+	names, err := c.KnownChecks(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(names, check) {
+		return nil
+	}
+	return &UnknownCheckError{Check: check, Known: names}
 }
 
 // UnknownChecks returns the check names this server found due jobs for but

@@ -179,7 +179,7 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantContains(t, "stderr of a schedule of an unknown check", stderr,
-		`warning: no server has registered a check named "order_unshiped" (known checks: order_unshipped)`, "--require-known-check")
+		`warning: no server runs a check named "order_unshiped" (known checks: order_unshipped)`, "--require-known-check")
 
 	_, err = h.run("schedule", "order", "2", "order_unshiped", "--in", "1h", "--require-known-check")
 	if err == nil {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -125,18 +123,12 @@ scripts.`,
 // known too: a server of this binary runs it, though none has started on
 // this database yet.
 func knownCheck(ctx context.Context, errOut io.Writer, c *prescient.Client, check string, require bool) error {
-	names, err := c.KnownChecks(ctx)
-	if err != nil {
+	err := c.KnownCheck(ctx, check)
+	var unknown *prescient.UnknownCheckError
+	if !errors.As(err, &unknown) {
 		return err
 	}
-	if slices.Contains(names, check) {
-		return nil
-	}
-	known := "none yet"
-	if len(names) > 0 {
-		known = strings.Join(names, ", ")
-	}
-	what := fmt.Sprintf("no server has registered a check named %q (known checks: %s)", check, known)
+	what := unknown.Error()
 	if require {
 		return fmt.Errorf("%s: not scheduled (--require-known-check; check the name, or start a server that runs the check first)", what)
 	}

@@ -130,19 +130,12 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 // knownCheck refuses a check that neither the client's registry nor the
 // check catalog knows (see Opts.AllowUnknownChecks).
 func (a *api) knownCheck(ctx context.Context, check string) error {
-	names, err := a.client.KnownChecks(ctx)
-	if err != nil {
+	err := a.client.KnownCheck(ctx, check)
+	var unknown *prescient.UnknownCheckError
+	if !errors.As(err, &unknown) {
 		return err
 	}
-	if slices.Contains(names, check) {
-		return nil
-	}
-	known := "none yet"
-	if len(names) > 0 {
-		known = strings.Join(names, ", ")
-	}
-	return badField("check", fmt.Sprintf("no server runs a check named %s (known checks: %s): its job would wait for one; "+
-		"check the name, or start a server that runs it first", quote(check), known))
+	return badField("check", unknown.Error()+": its job would wait for one; check the name, or start a server that runs it first")
 }
 
 // cancelRequest is the body of POST /v1/cancel.

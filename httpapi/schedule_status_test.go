@@ -129,7 +129,7 @@ func TestScheduleAnswersCreatedForAJobTheEngineEndedMeanwhile(t *testing.T) {
 			close(release)
 			t.Fatal("the schedule request never waited for the running job")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // polling pg_locks for the request's wait, not synchronising goroutines
 	}
 	close(release)
 	if err := <-fired; err != nil {
