@@ -41,10 +41,13 @@ func TestBench(t *testing.T) {
 				`(?m)^fire batch\s+\S+\s+\d+ jobs/s\s+[\d.]+ (B|KiB|MiB)/job\s+\d+ allocs/job$`,
 				`(?m)^pure SQL\s+\S+\s+\d+ jobs/s\s+\(one statement per up to 10000 jobs, no engine, no history\)$`,
 				`(?m)^vs pure SQL\s+single-job checks \d+%, batch checks \d+%$`,
+				`(?m)^SQL with history\s+\S+\s+\d+ jobs/s\s+\(pure SQL plus the claim's row locks and a history row per job\)$`,
+				`(?m)^vs SQL with history\s+single-job checks \d+%, batch checks \d+%$`,
 				`(?m)^slot fire p50\s+\S+$`,
 				`(?m)^slot fire p99\s+\S+$`,
 				`(?m)^checked\s+250 \(done 250, failures 0\)$`,
 				`(?m)^alerts\s+250 \(batch 250, pure SQL 250\)$`,
+				`(?m)^history rows\s+250 \(SQL with history\)$`,
 				`(?m)^pending after\s+0$`,
 			} {
 				if !regexp.MustCompile(re).MatchString(out) {
@@ -63,6 +66,7 @@ func TestBench(t *testing.T) {
 				Store: tc.store, Database: res.Database,
 				Jobs: 7, Slots: 3, ScheduleBatch: benchScheduleBatchDefault, Workers: 10,
 				Schedule: res.Schedule, DueQuery: res.DueQuery, Fire: res.Fire, FireBatch: res.FireBatch, PureSQL: res.PureSQL,
+				SQLHistory: res.SQLHistory, SQLHistoryRows: 7,
 				SlotP50: res.SlotP50, SlotP99: res.SlotP99,
 				Checked: 7, Done: 7, Failures: 0, Alerts: 7, BatchAlerts: 7, SQLAlerts: 7, Pending: 0,
 			}
@@ -72,7 +76,7 @@ func TestBench(t *testing.T) {
 			if res.DueQuery.Queries != 6 {
 				t.Errorf("due query ran %d queries, want 6 (a page and an empty page per slot)", res.DueQuery.Queries)
 			}
-			for name, p := range map[string]benchPhase{"schedule": res.Schedule, "fire": res.Fire, "fire batch": res.FireBatch, "pure SQL": res.PureSQL} {
+			for name, p := range map[string]benchPhase{"schedule": res.Schedule, "fire": res.Fire, "fire batch": res.FireBatch, "pure SQL": res.PureSQL, "SQL with history": res.SQLHistory} {
 				if p.Time <= 0 || p.JobsPerSec <= 0 || p.BytesPerJob <= 0 || p.AllocsPerJob <= 0 {
 					t.Errorf("%s phase not measured: %+v", name, p)
 				}
