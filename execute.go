@@ -332,7 +332,8 @@ func basisOf(j *checks.Job) jobBasis {
 
 // stillHeld drops from held the decisions about jobs claimed again that
 // changed since their check failed: between the rollback of an optimistic
-// group and its claim again, the application may have rescheduled a job
+// group (or the death of a group's transaction, see recover) and the claim
+// again, the application may have rescheduled a job
 // (replace resets its failures, may change its payload), and a failure
 // decided from the old row would overwrite what the application was told.
 // Such a job runs again, as part of the group, with its new state.
@@ -524,14 +525,14 @@ func (c *Client) decideUnit(limits guards.Limits, u unit, results []checks.Resul
 // transaction, to the jobs still due in slot, so that a failure is always
 // counted. The error says what was lost.
 func (c *Client) recover(hard context.Context, slot time.Time, done []ran, cause error) (*SlotRecord, error) {
-	var held []driver.Decision
+	var held []ran
 	lost := 0
 	for _, r := range done {
 		switch {
 		case r.kept:
 			lost += len(r.decisions)
 		default:
-			held = append(held, r.decisions...)
+			held = append(held, r)
 		}
 	}
 	ctx, cancel := finishCtx(hard)
@@ -546,48 +547,57 @@ func (c *Client) recover(hard context.Context, slot time.Time, done []ran, cause
 	return tallyOf(applied), nil
 }
 
-// reapply applies ds in a transaction of its own to the jobs still due in
-// slot, and returns the decisions it applied. It first waits up to
-// reclaimWait for their locks, since a transaction that just died may hold
-// them a little longer; if some stay held (another server is processing
-// them), it applies the decisions of the others only.
-func (c *Client) reapply(ctx context.Context, slot time.Time, ds []driver.Decision) ([]driver.Decision, error) {
-	if len(ds) == 0 {
+// reapply applies the decisions held in a transaction of its own to the
+// jobs still due in slot and unchanged since (see stillHeld), and returns
+// the decisions it applied. It first waits up to reclaimWait for their
+// locks, since a transaction that just died may hold them a little longer;
+// if some stay held (another server is processing them), it applies the
+// decisions of the others only.
+func (c *Client) reapply(ctx context.Context, slot time.Time, held []ran) ([]driver.Decision, error) {
+	if len(held) == 0 {
 		return nil, nil
 	}
-	applied, err := c.applyAfresh(ctx, slot, ds, reclaimWait)
+	applied, err := c.applyAfresh(ctx, slot, held, reclaimWait)
 	if errors.Is(err, driver.ErrLockTimeout) {
-		applied, err = c.applyAfresh(ctx, slot, ds, 0)
+		applied, err = c.applyAfresh(ctx, slot, held, 0)
 	}
 	return applied, err
 }
 
-func (c *Client) applyAfresh(ctx context.Context, slot time.Time, ds []driver.Decision, wait time.Duration) ([]driver.Decision, error) {
+func (c *Client) applyAfresh(ctx context.Context, slot time.Time, held []ran, wait time.Duration) ([]driver.Decision, error) {
 	tx, err := c.drv.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(ctx)
-	byID := make(map[int64]driver.Decision, len(ds))
-	ids := make([]int64, len(ds))
-	for i, d := range ds {
-		byID[d.ID], ids[i] = d, d.ID
+	var ids []int64
+	for _, d := range decisionsOf(held) {
+		ids = append(ids, d.ID)
 	}
 	jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slot, LockWait: wait})
 	if err != nil {
 		return nil, err
 	}
-	held := make([]driver.Decision, len(jobs))
-	for i, j := range jobs {
-		held[i] = byID[j.ID]
+	claimed := make(map[int64]bool, len(jobs))
+	for _, j := range jobs {
+		claimed[j.ID] = true
 	}
-	if err := tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: held}); err != nil {
+	var ds []driver.Decision
+	for _, d := range decisionsOf(stillHeld(held, jobs)) {
+		if claimed[d.ID] {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	if err := tx.Apply(ctx, &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds}); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
 	}
-	return held, nil
+	return ds, nil
 }
 
 // decisionsOf gathers the decisions of ran units (a released unit has none).
