@@ -117,21 +117,29 @@ func (c *Client) fireLeftovers(ctx context.Context, slot time.Time) error {
 	if !c.owns(c.cfg.Grid.Position(slot)) {
 		return nil
 	}
-	due, err := c.drv.JobsDue(ctx, &driver.JobsDueParams{Slot: slot, Limit: c.cfg.BatchSize})
-	if err != nil {
-		c.storeError(StoreOpJobsDue, err)
-		return fmt.Errorf("prescient: tick: %w", err)
-	}
-	for _, d := range due {
-		if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
-			_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup, false)
-			if errors.Is(err, errSlotBusy) {
-				return nil // another firing of the slot (a sweep, FireSlot) has them
-			}
-			return err
+	p := &driver.JobsDueParams{Slot: slot, Limit: c.pageSize()}
+	for {
+		due, err := c.drv.JobsDue(ctx, p)
+		if err != nil {
+			c.storeError(StoreOpJobsDue, err)
+			return fmt.Errorf("prescient: tick: %w", err)
 		}
+		if len(due) == 0 {
+			return nil
+		}
+		for _, d := range due {
+			if _, ok := c.cfg.Checks.Lookup(d.Check); ok {
+				_, err := c.fireSlot(ctx, c.hardCtxOr(ctx), slot, KindCatchup, false)
+				if errors.Is(err, errSlotBusy) {
+					return nil // another firing of the slot (a sweep, FireSlot) has them
+				}
+				return err
+			}
+		}
+		// A page of checks other servers run: the server's own may be
+		// behind it.
+		p.AfterID = due[len(due)-1].ID
 	}
-	return nil
 }
 
 // completeSlots returns the slots in [from, until) that some server finished
