@@ -250,7 +250,12 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 	defer cancel()
 	ap := &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Attempt: attempt}
 	if g.settle {
-		ap.Settled = idsOf(jobs)
+		// The jobs whose checks finished: one interrupted by shutdown did
+		// not, and the crashes it is charged with still count.
+		ap.Settled = make([]int64, len(ds))
+		for i, d := range ds {
+			ap.Settled[i] = d.ID
+		}
 	}
 	err = tx.Apply(ctx, ap)
 	if err == nil {
@@ -330,13 +335,16 @@ func basisOf(j *checks.Job) jobBasis {
 	return jobBasis{checks: j.CheckCount, failures: j.FailureCount, payload: string(j.Payload)}
 }
 
-// stillHeld drops from held the decisions about jobs claimed again that
-// changed since their check failed: between the rollback of an optimistic
-// group (or the death of a group's transaction, see recover) and the claim
-// again, the application may have rescheduled a job
+// stillHeld drops from held the decisions of the units of which a job
+// claimed again changed since their check failed: between the rollback of
+// an optimistic group (or the death of a group's transaction, see recover)
+// and the claim again, the application may have rescheduled a job
 // (replace resets its failures, may change its payload), and a failure
 // decided from the old row would overwrite what the application was told.
-// Such a job runs again, as part of the group, with its new state.
+// Such a job runs again, as part of the group, with its new state; so does
+// every job of its unit, since a batch check's call decides for all its
+// jobs at once (keeping the others' held failures would leave the changed
+// job without a call, or call the batch again beside them).
 func stillHeld(held []ran, jobs []*checks.Job) []ran {
 	if len(held) == 0 {
 		return held
@@ -347,15 +355,15 @@ func stillHeld(held []ran, jobs []*checks.Job) []ran {
 	}
 	var out []ran
 	for _, r := range held {
-		var ds []driver.Decision
+		changed := false
 		for _, d := range r.decisions {
 			if b, claimed := now[d.ID]; claimed && r.basis != nil && b != r.basis[d.ID] {
-				continue
+				changed = true
+				break
 			}
-			ds = append(ds, d)
 		}
-		if len(ds) > 0 {
-			out = append(out, ran{decisions: ds, kept: r.kept, basis: r.basis})
+		if !changed {
+			out = append(out, r)
 		}
 	}
 	return out
