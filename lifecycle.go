@@ -106,7 +106,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
 	if len(c.cfg.Ownership) > 0 && len(c.Positions()) == 0 {
 		c.log.Warn("this server is not in the static ownership map: it fires no slot (it still sweeps); check its name (server, PRESCIENT_SERVER)",
-			"server", c.cfg.Server, "servers_in_map", c.cfg.Ownership.Servers())
+			"servers_in_map", c.cfg.Ownership.Servers()) // the logger names this server already
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"schedule", "order", "1", "c", "--at", "tomorrow"}, []string{`--at "tomorrow"`, "RFC 3339"}},
 		{[]string{"schedule", "order", "1", "c", "--at", "2025-06-01 10:00"}, []string{`--at "2025-06-01 10:00"`, "RFC 3339"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "3 hours"}, []string{`--in "3 hours"`, "Go duration"}},
-		{[]string{"schedule", "order", "1", "c", "--in", "-1h"}, []string{`--in "-1h"`, "positive"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "-1h"}, []string{`--in "-1h"`, "of 0 or more"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--at", "2025-06-01T10:00:00Z"}, []string{"only one"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", "{amount: 3}"}, []string{`--payload "{amount: 3}"`, "not valid JSON"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--on-conflict", "merge"}, []string{`--on-conflict "merge"`, "replace or keep"}},

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
 	"github.com/prescient-dev/prescient"
@@ -500,6 +501,9 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = err.Error()[len(m[0]):]
+		}
+		if lines := bytes.Split(data, []byte("\n")); line > 0 && line <= len(lines) && bytes.ContainsRune(lines[line-1], '\t') {
+			msg += " (the line holds a tab: YAML indents with spaces only)"
 		}
 		return nil, &ConfigError{File: name, Line: line, Err: fmt.Errorf("not valid YAML: %s", msg)}
 	}
@@ -1172,7 +1176,27 @@ func (c *Config) Validate() error {
 		pc := base
 		kc.apply(&pc)
 		if err := pc.Validate(); err != nil {
+			_, inFile := c.lines[kc.key]
+			_, fromEnv := c.env[kc.key]
+			if kc.key == "slots.cycle" && !inFile && !fromEnv && c.Slots.Cycle == Duration(slots.CycleDefault) {
+				// The cycle is the default nobody wrote: the resolution
+				// is the key to name.
+				bad("slots.resolution", fmt.Errorf("%s does not divide the default slots.cycle of %s: set slots.cycle to a multiple of it (such as %s), or 0s for a single position",
+					time.Duration(c.Slots.Resolution), slots.CycleDefault, time.Duration(c.Slots.Resolution)*60))
+				continue
+			}
 			bad(kc.key, engineError{err})
+		}
+	}
+	if c.Database.URL != "" {
+		_, err := pgconn.ParseConfig(c.Database.URL)
+		u := strings.ToLower(c.Database.URL)
+		if err != nil && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+			err = fmt.Errorf("%w: want a PostgreSQL URL (postgres://user@host:5432/dbname) or key=value settings (host=... dbname=...); "+
+				"SQLite takes a file in database.path instead", err)
+		}
+		if err != nil {
+			bad("database.url", err)
 		}
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {

@@ -213,6 +213,11 @@ func TestConfigErrors(t *testing.T) {
 			[]string{":3: ownership.static.web 1:", `invalid server name "web 1"`}, nil},
 		{"resolution not positive", "slots:\n  resolution: -1m\n", []string{":2: slots.resolution:", "must be positive"}, slots.ErrInvalidGrid},
 		{"resolution zero", "slots:\n  resolution: 0s\n", []string{":2: slots.resolution: must be positive"}, nil},
+		{"database URL of another scheme", "database:\n  url: postgress://root@127.0.0.1:5432/shop\n",
+			[]string{":2: database.url:", "cannot parse", "want a PostgreSQL URL (postgres://user@host:5432/dbname)", "SQLite takes a file in database.path"}, nil},
+		{"resolution not dividing the default cycle", "slots:\n  resolution: 7m\n",
+			[]string{":2: slots.resolution: 7m0s does not divide the default slots.cycle of 1h0m0s: set slots.cycle to a multiple of it (such as 7h0m0s), or 0s"}, nil},
+		{"resolution not dividing a cycle written", "slots:\n  resolution: 7m\n  cycle: 1h\n", []string{":3: slots.cycle:", "not a multiple of the resolution 7m0s"}, slots.ErrInvalidGrid},
 		{"offset too big", "slots:\n  resolution: 15m\n  offset: 20m\n", []string{":3: slots.offset:", "less than the resolution"}, slots.ErrInvalidGrid},
 		{"cycle not a multiple", "slots:\n  cycle: 50m\n", []string{":2: slots.cycle:", "not a multiple"}, slots.ErrInvalidGrid},
 		{"bad server name", "server: 'web 1'\n", []string{":1: server:", "invalid server name"}, nil},
@@ -514,7 +519,7 @@ func TestConfigRefusesSecondDocument(t *testing.T) {
 // parser found it.
 func TestConfigSyntaxErrorLine(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
-		{"workers: 3\nslots:\n\tresolution: 1m\n", ":3: not valid YAML: found character that cannot start any token"},
+		{"workers: 3\nslots:\n\tresolution: 1m\n", ":3: not valid YAML: found character that cannot start any token (the line holds a tab: YAML indents with spaces only)"},
 		{"workers: 3\nlog:\n  level: info\n - debug\n", ":3: not valid YAML: did not find expected key"},
 		{"workers: 3\n server: a\n", ":2: not valid YAML: mapping values are not allowed in this context"},
 	} {

@@ -144,7 +144,7 @@ func (s *Spec) Validate() error {
 		bad("anchor", "%q has spaces around it", s.Anchor)
 	}
 	if len(s.Stages) == 0 {
-		bad("stages", "is missing: at least one stage, e.g. - {after: 3h, event: order.unshipped}")
+		bad("stages", "is missing or empty: at least one stage, e.g. - {after: 3h, event: order.unshipped}")
 	}
 	names := make(map[string]int)
 	for i, st := range s.Stages {
