@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
@@ -94,6 +95,17 @@ const (
 
 // DeliveryCount counts one sink's deliveries per state (Status.Deliveries).
 type DeliveryCount = driver.DeliveryCount
+
+// DeliveryCounts counts, per sink, the pending and dead deliveries of events
+// and those delivered since the time given (as Status.Deliveries does for
+// the last day). A sink with none of them is left out.
+func (c *Client) DeliveryCounts(ctx context.Context, since time.Time) (map[string]*DeliveryCount, error) {
+	n, err := c.drv.DeliveryCounts(ctx, since)
+	if err != nil {
+		return nil, fmt.Errorf("prescient: delivery counts: %w", err)
+	}
+	return n, nil
+}
 
 // DeliveriesParams selects deliveries for Deliveries: of one sink and in one
 // state when set, newest event first, before the event BeforeEventID when

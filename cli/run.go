@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -130,7 +132,7 @@ const (
 // run serves until ctx ends, then stops the client and returns nil.
 func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts) error {
 	ready := &startupReadier{}
-	m := metrics.New(nil)
+	m := metrics.New(&metrics.Opts{Sinks: slices.Sorted(maps.Keys(cfg.Sinks))})
 	e.observer = m
 	if cfg.HTTP.Listen != "" {
 		stopHTTP, err := serveHTTP(cfg.HTTP.Listen, e.httpHandler(ready, metricsRegistry(m), log), log)

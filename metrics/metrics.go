@@ -4,8 +4,8 @@
 // every check run, slot fired, sweep and failed use of the store (counters
 // and histograms), and a prometheus.Collector, which also reports the
 // server's state when scraped (gauges: readiness, positions owned, pending,
-// upcoming and overdue jobs, incomplete slots). Wire it in before the client
-// is built, then point it at the client:
+// upcoming and overdue jobs, incomplete slots, deliveries not delivered).
+// Wire it in before the client is built, then point it at the client:
 //
 //	m := metrics.New(nil)
 //	client, err := prescient.NewClient(store, &prescient.Config{Observer: m, …})
@@ -31,6 +31,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -82,6 +83,12 @@ type Opts struct {
 	// progress prescient_slots_incomplete looks at. Default
 	// LedgerRowsDefault.
 	LedgerRows int
+	// Sinks names the sinks events are delivered to (the configuration's):
+	// each is reported in prescient_deliveries, 0 when it has no pending or
+	// dead delivery, so that an alert on dead deliveries has a series to
+	// read before the first one dies. Sinks with deliveries in the database
+	// are reported whether named here or not.
+	Sinks []string
 }
 
 func (o *Opts) withDefaults() Opts {
@@ -121,7 +128,7 @@ type Metrics struct {
 	sweptJobs     *prometheus.CounterVec
 	storeErrors   *prometheus.CounterVec
 
-	ready, positions, pending, upcoming, overdue, unknown, incomplete, readAt *prometheus.Desc
+	ready, positions, pending, upcoming, overdue, unknown, incomplete, deliveries, readAt *prometheus.Desc
 
 	client atomic.Pointer[prescient.Client]
 
@@ -142,6 +149,8 @@ type reading struct {
 	current    time.Time
 	stats      *prescient.JobStats
 	incomplete int
+	// deliveries counts the deliveries of events per sink.
+	deliveries map[string]*prescient.DeliveryCount
 }
 
 // New returns a Metrics; opts may be nil for all defaults.
@@ -199,6 +208,10 @@ func New(opts *Opts) *Metrics {
 			"Pending jobs of a check this server has not registered, by check.", []string{"check"}, nil),
 		incomplete: prometheus.NewDesc("prescient_slots_incomplete",
 			"Slots before the one in progress that the latest ledger rows show started and not finished by any server.", nil, nil),
+		deliveries: prometheus.NewDesc("prescient_deliveries",
+			"Deliveries of events to sinks not delivered, by sink and state: pending (to be tried, or retried after a failure) and dead "+
+				"(every attempt allowed failed: the event never reached the sink until it is queued again). Every sink of the "+
+				"configuration is reported, 0 when it has none.", []string{"sink", "state"}, nil),
 		readAt: prometheus.NewDesc("prescient_store_read_timestamp_seconds",
 			"When the gauges read from the database (prescient_jobs_*, prescient_slots_incomplete) were read, in seconds since the Unix epoch.", nil, nil),
 	}
@@ -250,7 +263,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.vecs() {
 		c.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{m.ready, m.positions, m.pending, m.upcoming, m.overdue, m.unknown, m.incomplete, m.readAt} {
+	for _, d := range []*prometheus.Desc{m.ready, m.positions, m.pending, m.upcoming, m.overdue, m.unknown, m.incomplete, m.deliveries, m.readAt} {
 		ch <- d
 	}
 }
@@ -305,6 +318,21 @@ func (m *Metrics) collectGauges(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.overdue, prometheus.GaugeValue, float64(r.stats.Overdue))
 	ch <- prometheus.MustNewConstMetric(m.incomplete, prometheus.GaugeValue, float64(r.incomplete))
+	sinks := make(map[string]bool)
+	for _, s := range m.opts.Sinks {
+		sinks[s] = true
+	}
+	for s := range r.deliveries {
+		sinks[s] = true
+	}
+	for _, s := range slices.Sorted(maps.Keys(sinks)) {
+		var n prescient.DeliveryCount
+		if d := r.deliveries[s]; d != nil {
+			n = *d
+		}
+		ch <- prometheus.MustNewConstMetric(m.deliveries, prometheus.GaugeValue, float64(n.Pending), s, "pending")
+		ch <- prometheus.MustNewConstMetric(m.deliveries, prometheus.GaugeValue, float64(n.Dead), s, "dead")
+	}
 }
 
 func (m *Metrics) vecs() []prometheus.Collector {
@@ -362,8 +390,8 @@ func (m *Metrics) refresh(c *prescient.Client, done chan struct{}) {
 	close(done)
 }
 
-// readStore reads the pending table's summary and the latest ledger rows
-// into r.
+// readStore reads the pending table's summary, the latest ledger rows and
+// the deliveries' counts into r.
 func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading) error {
 	var err error
 	if r.stats, err = c.JobStats(ctx, m.opts.UpcomingSlots); err != nil {
@@ -386,6 +414,9 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 		if !done {
 			r.incomplete++
 		}
+	}
+	if r.deliveries, err = c.DeliveryCounts(ctx, r.current); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
 }
