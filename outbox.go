@@ -107,6 +107,24 @@ func (c *Client) DeliveryCounts(ctx context.Context, since time.Time) (map[strin
 	return n, nil
 }
 
+// RetryDeliveries queues dead deliveries again, once their receiver is
+// fixed: those of sink (every sink when empty), of the event eventID only
+// when positive. Each is pending again with no attempts, due at once, so the
+// servers deliver it with a full max_attempts; its last status and error
+// stay until the next attempt. It returns how many.
+func (c *Client) RetryDeliveries(ctx context.Context, sink string, eventID int64) (int, error) {
+	if sink != "" {
+		if err := checks.ValidateName("sink", sink); err != nil {
+			return 0, fmt.Errorf("prescient: retry deliveries: %w", err)
+		}
+	}
+	n, err := c.drv.DeliveriesRetry(ctx, &driver.DeliveriesRetryParams{Sink: sink, EventID: eventID, Now: c.now()})
+	if err != nil {
+		return 0, fmt.Errorf("prescient: %w", err)
+	}
+	return n, nil
+}
+
 // DeliveriesParams selects deliveries for Deliveries: of one sink and in one
 // state when set, newest event first, before the event BeforeEventID when
 // positive (to page on), at most Limit (0 means 100).

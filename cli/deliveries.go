@@ -49,7 +49,8 @@ An error is cut to 60 characters in the table; --full prints it whole, and
 --json always does.
 
 A dead delivery is not tried again by the servers: its sink refused or
-failed it max_attempts times. The event stays in prescient_outbox.
+failed it max_attempts times. The event stays in prescient_outbox, and
+'prescient deliveries retry' queues the delivery again.
 
 deliveries only reads: with SQLite, a database.path that names no file is
 an error, not a new empty database.`,
@@ -74,6 +75,64 @@ an error, not a new empty database.`,
 	fl.IntVar(&o.limit, "limit", 50, fmt.Sprintf("at most `N` deliveries (at most %d)", deliveriesLimitMax))
 	fl.BoolVar(&o.json, "json", false, "print JSON for scripts (errors whole)")
 	fl.BoolVar(&o.full, "full", false, "print each last error whole, not cut to 60 characters")
+	cmd.AddCommand(e.deliveriesRetryCommand())
+	return cmd
+}
+
+// deliveriesRetryOpts are the flags of `prescient deliveries retry`.
+type deliveriesRetryOpts struct {
+	sink  string
+	event int64
+	json  bool
+}
+
+// Validate refuses an event id that names no event.
+func (o *deliveriesRetryOpts) Validate() error {
+	if o.event < 0 {
+		return fmt.Errorf("--event %d must be an event id (positive)", o.event)
+	}
+	return nil
+}
+
+func (e *env) deliveriesRetryCommand() *cobra.Command {
+	o := &deliveriesRetryOpts{}
+	cmd := &cobra.Command{
+		Use:   "retry",
+		Short: "Queue dead deliveries again, once their receiver is fixed",
+		Long: `deliveries retry queues dead deliveries again: every dead delivery, those
+of one sink (--sink), or one event's (--event, its id as deliveries lists
+it). Each is pending again with no attempts and due at once, so a running
+server delivers it with max_attempts attempts as for a new event; its last
+status and error stay until the next attempt. Deliveries that are pending
+or delivered are left alone.`,
+		Example: `  prescient deliveries --state dead
+  prescient deliveries retry --sink ops
+  prescient deliveries retry --event 1187`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			s, err := e.open(cmd.Context(), access{existing: true, header: forPeople(cmd, o.json)})
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			n, err := s.client.RetryDeliveries(cmd.Context(), o.sink, o.event)
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(cmd.OutOrStdout(), map[string]int{"queued": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "queued %d dead deliver%s again\n", n, map[bool]string{true: "y", false: "ies"}[n == 1])
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.sink, "sink", "", "only the dead deliveries of this `SINK`")
+	fl.Int64Var(&o.event, "event", 0, "only the dead deliveries of the event with this `ID`")
+	fl.BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
 	return cmd
 }
 

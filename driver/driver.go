@@ -161,6 +161,11 @@ type Driver interface {
 	// DeliveryCounts counts deliveries per sink: pending and dead ones, and
 	// those delivered at or after since. A sink with none is left out.
 	DeliveryCounts(ctx context.Context, since time.Time) (map[string]*DeliveryCount, error)
+	// DeliveriesRetry queues dead deliveries again (see
+	// DeliveriesRetryParams): pending, with no attempts, due at p.Now, their
+	// last status and error kept until the next attempt. It returns how
+	// many.
+	DeliveriesRetry(ctx context.Context, p *DeliveriesRetryParams) (int, error)
 
 	// ServerHeartbeat upserts a server's registration.
 	ServerHeartbeat(ctx context.Context, s *Server) error

@@ -178,6 +178,15 @@ type DeliveryFinishParams struct {
 	Now      time.Time
 }
 
+// DeliveriesRetryParams selects the dead deliveries DeliveriesRetry queues
+// again: those of Sink (every sink when empty), of the event EventID only
+// when positive.
+type DeliveriesRetryParams struct {
+	Sink    string
+	EventID int64
+	Now     time.Time
+}
+
 // Validate reports params that cannot be recorded.
 func (p *DeliveryFinishParams) Validate() error {
 	switch {

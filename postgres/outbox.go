@@ -149,6 +149,18 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *driver.DeliveryFinishPara
 	return tag.RowsAffected() == 1, nil
 }
 
+// DeliveriesRetry queues dead deliveries again.
+func (s *Store) DeliveriesRetry(ctx context.Context, p *driver.DeliveriesRetryParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE prescient_deliveries SET state = 'pending', attempts = 0, next_attempt_at = $3, lease_owner = NULL, updated_at = $3
+		WHERE state = 'dead' AND ($1 = '' OR sink = $1) AND ($2 <= 0 OR event_id = $2)`,
+		p.Sink, p.EventID, p.Now)
+	if err != nil {
+		return 0, fmt.Errorf("queue dead deliveries again: %w", interpretError(ctx, err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // DeliveryList lists deliveries, newest event first.
 func (s *Store) DeliveryList(ctx context.Context, p *driver.DeliveryListParams) ([]*driver.Delivery, error) {
 	if p.Limit <= 0 {

@@ -202,6 +202,26 @@ func (s *Store) DeliveryList(ctx context.Context, p *driver.DeliveryListParams) 
 	return out, nil
 }
 
+// DeliveriesRetry queues dead deliveries again.
+func (s *Store) DeliveriesRetry(ctx context.Context, p *driver.DeliveriesRetryParams) (int, error) {
+	var n int64
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE prescient_deliveries SET state = 'pending', attempts = 0, next_attempt_at = $3, lease_owner = NULL, updated_at = $3
+			WHERE state = 'dead' AND ($1 = '' OR sink = $1) AND ($2 <= 0 OR event_id = $2)`,
+			p.Sink, p.EventID, micros(p.Now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("queue dead deliveries again: %w", interpretError(err))
+	}
+	return int(n), nil
+}
+
 // DeliveryCounts counts deliveries per sink, reading the partial indexes.
 func (s *Store) DeliveryCounts(ctx context.Context, since time.Time) (map[string]*driver.DeliveryCount, error) {
 	rows, err := s.db.QueryContext(ctx, `

@@ -345,3 +345,73 @@ func testOutboxPrune(t *testing.T, h *Harness) {
 		t.Errorf("deliveries left: %d, %v; want 1 (the pending one)", n, err)
 	}
 }
+
+// testDeliveriesRetry: dead deliveries are queued again, of one sink or
+// every sink, of one event or all, and nothing but dead ones: pending, with
+// no attempts, due at once, their last status and error kept.
+func testDeliveriesRetry(t *testing.T, h *Harness) {
+	now := at(time.Minute)
+	for _, k := range []string{"1", "2", "3"} {
+		record(t, h, k, "alert", []string{"ops", "audit"}, now)
+	}
+	kill := func(sink string, keep int) {
+		t.Helper()
+		for i, d := range claimDeliveries(t, h, sink, now, time.Minute, 10) {
+			state := driver.DeliveryDead
+			if i >= 3-keep {
+				state = driver.DeliveryDelivered
+			}
+			if !finishDelivery(t, h, &driver.DeliveryFinishParams{EventID: d.Event.ID, Sink: sink, Attempt: 1, Attempts: 1,
+				State: state, Status: 500, Err: "receiver down", Now: now}) {
+				t.Fatalf("finish %s→%s refused", d.Event.Key, sink)
+			}
+		}
+	}
+	kill("ops", 1)   // 1 and 2 dead, 3 delivered
+	kill("audit", 0) // all dead
+	ids := map[string]int64{}
+	all, err := h.Store.DeliveryList(t.Context(), &driver.DeliveryListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range all {
+		ids[d.Event.Key] = d.Event.ID
+	}
+
+	later := now.Add(time.Hour)
+	retry := func(p driver.DeliveriesRetryParams, want int) {
+		t.Helper()
+		p.Now = later
+		n, err := h.Store.DeliveriesRetry(t.Context(), &p)
+		if err != nil || n != want {
+			t.Fatalf("retry %+v = %d, %v; want %d", p, n, err, want)
+		}
+	}
+	retry(driver.DeliveriesRetryParams{Sink: "ops", EventID: ids["2"]}, 1)
+	retry(driver.DeliveriesRetryParams{Sink: "ops", EventID: ids["3"]}, 0) // delivered: left alone
+	retry(driver.DeliveriesRetryParams{Sink: "nowhere"}, 0)
+	retry(driver.DeliveriesRetryParams{Sink: "ops"}, 1)
+	retry(driver.DeliveriesRetryParams{}, 3)
+	retry(driver.DeliveriesRetryParams{}, 0)
+
+	counts, err := h.Store.DeliveryCounts(t.Context(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := counts["ops"]; c == nil || *c != (driver.DeliveryCount{Pending: 2, Delivered: 1}) {
+		t.Errorf("ops after retries: %+v, want 2 pending, 1 delivered", c)
+	}
+	if c := counts["audit"]; c == nil || *c != (driver.DeliveryCount{Pending: 3}) {
+		t.Errorf("audit after retries: %+v, want 3 pending", c)
+	}
+	ds := claimDeliveries(t, h, "ops", later, time.Minute, 10)
+	if got := keysOf(ds); !slices.Equal(got, []string{"1→ops", "2→ops"}) {
+		t.Fatalf("claimed %v of ops once due again, want 1 and 2", got)
+	}
+	for _, d := range ds {
+		if d.Attempts != 1 || d.LastStatus != 500 || d.LastError != "receiver down" {
+			t.Errorf("%s→ops claimed again: %d attempts, last %d %q; want its first attempt again, the dead one's status and error kept",
+				d.Event.Key, d.Attempts, d.LastStatus, d.LastError)
+		}
+	}
+}

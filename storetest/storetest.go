@@ -108,6 +108,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"DeliveryLease", testDeliveryLease},
 		{"DeliveryConcurrentClaims", testDeliveryConcurrentClaims},
 		{"OutboxPrune", testOutboxPrune},
+		{"DeliveriesRetry", testDeliveriesRetry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

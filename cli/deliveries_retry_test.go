@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+)
+
+// A delivery whose receiver failed it max_attempts times is dead; once the
+// receiver is fixed, `deliveries retry` queues it again and a running
+// server delivers it. Before, the README's only way was an SQL UPDATE that
+// fits PostgreSQL alone (SQLite keeps times as microseconds), with no
+// command (found trying the README as a new user).
+func TestDeliveriesRetryQueuesDeadOnesAgain(t *testing.T) {
+	t.Parallel()
+	var fixed atomic.Bool
+	var got atomic.Int32
+	rc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fixed.Load() {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		got.Add(1)
+	}))
+	defer rc.Close()
+
+	reg := &checks.Registry{}
+	if err := reg.Register("order_unshipped", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		_, err := j.Emit(ctx, checks.Event{Name: "order.unshipped", Stage: "alert"})
+		return time.Time{}, err
+	}, &checks.Opts{Sinks: []string{"hook"}}); err != nil {
+		t.Fatal(err)
+	}
+	config := writeConfig(t, `database:
+  path: `+filepath.Join(t.TempDir(), "prescient.db")+`
+slots: {resolution: 1s, cycle: 0s}
+sinks:
+  hook:
+    type: webhook
+    url: `+rc.URL+`/events
+    secret_env: HOOK_SECRET
+    timeout: 5s
+    max_attempts: 1
+`)
+	cmd := func(ctx context.Context, out io.Writer, args ...string) error {
+		root := NewRootCommand(&Opts{Checks: reg, Out: out, Err: io.Discard, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s"})})
+		root.SetArgs(append([]string{"--config", config}, args...))
+		return root.ExecuteContext(ctx)
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		var out strings.Builder
+		if err := cmd(context.Background(), &out, args...); err != nil {
+			t.Fatalf("prescient %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	hookDelivery := func() *prescient.Delivery {
+		t.Helper()
+		var ds []*prescient.Delivery
+		if err := json.Unmarshal([]byte(mustRun("deliveries", "--sink", "hook", "--json")), &ds); err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 1 {
+			return nil
+		}
+		return ds[0]
+	}
+	// serveUntil runs a server until the hook's delivery is in state.
+	serveUntil := func(state prescient.DeliveryState) *prescient.Delivery {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- cmd(ctx, io.Discard, "run") }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if d := hookDelivery(); d != nil && d.State == state {
+				return d
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the hook's delivery is not %s within 60s: %+v", state, hookDelivery())
+			}
+			time.Sleep(50 * time.Millisecond) // polling the database
+		}
+	}
+
+	mustRun("schedule", "order", "42", "order_unshipped", "--in", "1s")
+	if d := serveUntil(prescient.DeliveryDead); d.LastStatus != http.StatusServiceUnavailable || d.Attempts != 1 {
+		t.Fatalf("dead delivery %+v, want one attempt answered 503", d)
+	}
+
+	wantContains(t, "retry of another sink", mustRun("deliveries", "retry", "--sink", "other"), "queued 0 dead deliveries again")
+	if err := cmd(context.Background(), io.Discard, "deliveries", "retry", "--event", "-1"); err == nil || !strings.Contains(err.Error(), "--event") {
+		t.Errorf("deliveries retry --event -1: %v, want an error naming the flag", err)
+	}
+	fixed.Store(true)
+	wantContains(t, "retry", mustRun("deliveries", "retry", "--sink", "hook"), "queued 1 dead delivery again")
+	if d := hookDelivery(); d.State != prescient.DeliveryPending || d.Attempts != 0 || d.LastStatus != http.StatusServiceUnavailable {
+		t.Fatalf("after retry: %+v, want pending with no attempts, the last status kept", d)
+	}
+	if d := serveUntil(prescient.DeliveryDelivered); d.Attempts != 1 || got.Load() != 1 {
+		t.Fatalf("delivered %+v after %d request(s) to the fixed receiver, want one attempt, one request", d, got.Load())
+	}
+	var n map[string]int
+	if err := json.Unmarshal([]byte(mustRun("deliveries", "retry", "--json")), &n); err != nil || n["queued"] != 0 {
+		t.Errorf("deliveries retry --json = %v, %v; want queued 0 (nothing is dead)", n, err)
+	}
+}
