@@ -58,11 +58,19 @@ func (c *Client) Positions() []int {
 // every Config.Heartbeat; tests and simulations call it after moving the
 // clock. Its error is also what Ready reports.
 func (c *Client) Heartbeat(ctx context.Context) error {
+	// A heartbeat that takes half the server timeout is a failure: a
+	// database that hangs (a stuck disk, a paused primary, a partition
+	// without a reset) must make the server say it is not ready, and its
+	// connection be dropped so that the next one can reach a new primary,
+	// rather than stop every later heartbeat behind it.
+	stopping := ctx
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ServerTimeout/2)
+	defer cancel()
 	now := c.now()
 	if c.cfg.AutoOwnership {
 		servers, err := c.drv.ServerList(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			if stopping.Err() != nil {
 				return err // stopping: the store did not fail
 			}
 			c.storeError(StoreOpHeartbeat, err)
@@ -88,7 +96,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
 	if err != nil {
-		if ctx.Err() != nil {
+		if stopping.Err() != nil {
 			return err // stopping: the store did not fail
 		}
 		c.storeError(StoreOpHeartbeat, err)

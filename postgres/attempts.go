@@ -35,7 +35,8 @@ func (s *Store) AttemptEnd(ctx context.Context, id int64) error {
 // unless the connection's settings say otherwise (unlike AttemptStart's), so
 // that a crash of PostgreSQL does not keep the attempt naming jobs another
 // server was running. It fails at once when the pool has no connection to
-// spare, and after narrowWait without one; and when the attempt is gone.
+// spare, after narrowWait without one, after narrowExecWait without an
+// answer, and when the attempt is gone.
 func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error {
 	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
 		return fmt.Errorf("narrow attempt %d: %w", id, errPoolBusy)
@@ -47,9 +48,15 @@ func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error 
 		return fmt.Errorf("narrow attempt %d: %w (%w)", id, errPoolBusy, interpretError(ctx, err))
 	}
 	defer conn.Release()
-	tag, err := conn.Exec(ctx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids)
+	// The statement is bounded too: behind a pooler in transaction mode
+	// the pool's connection to spare is the pooler's, which may queue the
+	// statement for a server connection while the caller's transaction
+	// holds one of them.
+	ectx, cancel := context.WithTimeout(ctx, narrowExecWait)
+	defer cancel()
+	tag, err := conn.Exec(ectx, `UPDATE prescient_attempts SET job_ids = $2 WHERE id = $1`, id, ids)
 	if err != nil {
-		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(ctx, err))
+		return fmt.Errorf("narrow attempt %d: %w", id, interpretError(ectx, err))
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("narrow attempt %d: no such attempt", id)
@@ -63,6 +70,9 @@ func (s *Store) AttemptNarrow(ctx context.Context, id int64, ids []int64) error 
 // each other for ever. They roll back instead (the engine's way when a store
 // cannot narrow), which gives their connections back.
 const narrowWait = 250 * time.Millisecond
+
+// narrowExecWait bounds AttemptNarrow's statement (see there).
+const narrowExecWait = time.Second
 
 // errPoolBusy: no connection to spare.
 var errPoolBusy = errors.New("no connection of the pool to spare")
