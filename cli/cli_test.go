@@ -228,19 +228,35 @@ func TestJobCommands(t *testing.T) {
 	wantContains(t, "migrate", h.mustRun("migrate"), "database: postgres ", "schema "+schema+"\n", "migrated;", "slot grid every 15m0s")
 
 	out := h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T10:07:00Z")
-	wantContains(t, "schedule --at", out, "order/42 order_unshipped: next check in slot 2030-01-01T10:15:00Z (position 1, :15)")
-	// keep leaves the pending job where it is; replace moves it.
+	wantContains(t, "schedule --at", out, "order/42 order_unshipped: created; next check in slot 2030-01-01T10:15:00Z (position 1, :15)")
+	// keep leaves the pending job where it is; replace moves it. Each says
+	// which it did.
 	out = h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T11:00:00+01:00", "--on-conflict", "keep")
-	wantContains(t, "schedule --on-conflict keep", out, "slot 2030-01-01T10:15:00Z")
+	wantContains(t, "schedule --on-conflict keep", out, "already pending, kept as it was (--on-conflict keep); next check in slot 2030-01-01T10:15:00Z")
 	out = h.mustRun("schedule", "order", "42", "order_unshipped", "--at", "2030-01-01T12:00:00+01:00")
-	wantContains(t, "schedule replace", out, "slot 2030-01-01T11:00:00Z (position 0, :00)")
+	wantContains(t, "schedule replace", out, "already pending, replaced; next check in slot 2030-01-01T11:00:00Z (position 0, :00)")
+	created := func(args ...string) *bool {
+		t.Helper()
+		var sj struct {
+			Created *bool `json:"created"`
+		}
+		if err := json.Unmarshal([]byte(h.mustRun(append(append([]string{"schedule"}, args...), "--json")...)), &sj); err != nil {
+			t.Fatal(err)
+		}
+		return sj.Created
+	}
+	if c := created("order", "42", "order_unshipped", "--at", "2030-01-01T12:00:00+01:00", "--on-conflict", "keep"); c == nil || *c {
+		t.Errorf("schedule of a pending job --json: created %v, want false", c)
+	}
 	before := time.Now()
 	out = h.mustRun("schedule", "order", "43", "order_unshipped", "--in", "2h", "--payload", `{"amount": 12}`)
 	slot := prescient.Config{}.WithDefaults().Grid.Ceil(before.Add(2 * time.Hour))
 	if !strings.Contains(out, slot.Format(time.RFC3339)) && !strings.Contains(out, slot.Add(15*time.Minute).Format(time.RFC3339)) {
 		t.Errorf("schedule --in 2h at %s: output %q does not name slot %s", before.Format(time.RFC3339), out, slot.Format(time.RFC3339))
 	}
-	h.mustRun("schedule", "payout", "7", "payout_unconfirmed", "--in", "24h")
+	if c := created("payout", "7", "payout_unconfirmed", "--in", "24h"); c == nil || !*c {
+		t.Errorf("schedule of a new job --json: created %v, want true", c)
+	}
 
 	// An overdue job, as a server that was down would leave behind.
 	st, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema})

@@ -151,10 +151,18 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 	}
 	g := c.Config().Grid
 	if o.json {
-		return writeJSON(out, scheduledJob{job, g.Position(job.NextCheckAt)})
+		return writeJSON(out, scheduledJob{Job: job, Position: g.Position(job.NextCheckAt), Created: &job.Inserted})
 	}
-	fmt.Fprintf(out, "%s/%s %s: next check in slot %s (position %d, %s); first check %s, %d check(s) so far\n",
-		job.Entity, job.Key, job.Check, job.NextCheckAt.UTC().Format(time.RFC3339),
+	did := "created"
+	switch {
+	case job.Inserted:
+	case o.rule == prescient.ConflictKeep:
+		did = "already pending, kept as it was (--on-conflict keep)"
+	default:
+		did = "already pending, replaced"
+	}
+	fmt.Fprintf(out, "%s/%s %s: %s; next check in slot %s (position %d, %s); first check %s, %d check(s) so far\n",
+		job.Entity, job.Key, job.Check, did, job.NextCheckAt.UTC().Format(time.RFC3339),
 		g.Position(job.NextCheckAt), positionLabel(g, g.Position(job.NextCheckAt)),
 		job.FirstCheckAt.UTC().Format(time.RFC3339), job.CheckCount)
 	return nil
@@ -165,6 +173,10 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 type scheduledJob struct {
 	*prescient.Job
 	Position int `json:"position"`
+	// Created says, for schedule, whether the job was created (true) or
+	// was pending already (false: replaced, or kept with --on-conflict
+	// keep); reschedule leaves it out.
+	Created *bool `json:"created,omitempty"`
 }
 
 // cancelOpts are the arguments and flags of `prescient cancel`.

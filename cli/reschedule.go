@@ -81,7 +81,7 @@ func reschedule(ctx context.Context, out io.Writer, c *prescient.Client, o *resc
 	g := c.Config().Grid
 	p := g.Position(job.NextCheckAt)
 	if o.json {
-		return writeJSON(out, scheduledJob{job, p})
+		return writeJSON(out, scheduledJob{Job: job, Position: p})
 	}
 	fmt.Fprintf(out, "%s/%s %s: next check moved to slot %s (position %d, %s); first check %s, %d check(s) so far\n",
 		job.Entity, safeText(job.Key), job.Check, fmtTime(job.NextCheckAt), p, positionLabel(g, p),
