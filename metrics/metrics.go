@@ -410,6 +410,11 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 	for _, rec := range recs {
 		complete[rec.Slot] = complete[rec.Slot] || rec.Complete()
 	}
+	if len(recs) == m.opts.LedgerRows {
+		// The rows may end inside the oldest slot's (another server's
+		// row of it, finished, cut off): it is not judged.
+		delete(complete, recs[len(recs)-1].Slot)
+	}
 	for _, done := range complete {
 		if !done {
 			r.incomplete++

@@ -5,8 +5,11 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/prescient-dev/prescient/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/metrics"
 )
 
 // TestIncompleteSlotsCountsSlotsNotRows: slot 09:58 was started by
@@ -47,6 +50,45 @@ func TestIncompleteSlotsCountsSlotsNotRows(t *testing.T) {
 				t.Fatalf("prescient_slots_incomplete = %v, want 0 (the premise)", metric)
 			}
 			wantText(t, "summary, after web-1 finished slot 09:58", summary, "Incomplete slots 0")
+		})
+	}
+}
+
+// The overview reads the latest Opts.Fired ledger rows. When they ended
+// inside a slot's rows (newest slot first, then by server), that slot was
+// judged on the rows read alone: here slot 09:58 has a row of server
+// "a-dead", unfinished, read, and web-1's finished row cut off, and the card
+// said 1. The oldest slot of a full read is no longer counted.
+func TestIncompleteSlotsIgnoresASlotCutByTheRowLimit(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newFixture(t, st.open(t))
+			if _, err := f.client.FireSlot(ctx, slot0958); err != nil {
+				t.Fatal(err)
+			}
+			must(t, f.drv.SlotStart(ctx, &driver.SlotRecord{Slot: slot0958, Server: "a-dead", Kind: prescient.KindFire, StartedAt: at(9, 58, 2)}))
+			all, err := f.client.Slots(ctx, &prescient.SlotsParams{Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit := 0
+			for i, r := range all {
+				if r.Slot.Equal(slot0958) {
+					if r.Server != "a-dead" {
+						t.Fatalf("setup: the first row of 09:58 is %s's, want a-dead's", r.Server)
+					}
+					limit = i + 1
+					break
+				}
+			}
+			srv := f.serve(t, &Opts{CacheFor: -1, Fired: limit})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			wantText(t, "summary, the ledger read ending inside slot 09:58", text(between(t, body, `id="summary"`, "</section>")), "Incomplete slots 0")
 		})
 	}
 }

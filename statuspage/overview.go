@@ -236,6 +236,11 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Fired = append(d.Fired, row)
 	}
+	if len(ledger) > 0 && len(ledger) == p.opts.Fired {
+		// The rows may end inside the oldest slot's (another server's
+		// row of it, finished, cut off): it is not judged.
+		delete(unfinished, ledger[len(ledger)-1].Slot)
+	}
 	for _, u := range unfinished {
 		if u {
 			d.Incomplete++
