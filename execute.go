@@ -401,7 +401,7 @@ func claimedOf(held []ran, jobs []*checks.Job) []ran {
 			}
 		}
 		if len(ds) > 0 {
-			out = append(out, ran{decisions: ds})
+			out = append(out, ran{decisions: ds, basis: r.basis})
 		}
 	}
 	return out
