@@ -1188,15 +1188,13 @@ func (c *Config) Validate() error {
 			bad(kc.key, engineError{err})
 		}
 	}
-	if c.Database.URL != "" {
-		_, err := pgconn.ParseConfig(c.Database.URL)
-		u := strings.ToLower(c.Database.URL)
-		if err != nil && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-			err = fmt.Errorf("%w: want a PostgreSQL URL (postgres://user@host:5432/dbname) or key=value settings (host=... dbname=...); "+
-				"SQLite takes a file in database.path instead", err)
-		}
-		if err != nil {
-			bad("database.url", err)
+	if u := strings.ToLower(c.Database.URL); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		// Only what is not a PostgreSQL URL at all: parsing one reads the
+		// TLS files it names, which a command that does not connect (or
+		// one run where they are not) must not need.
+		if _, err := pgconn.ParseConfig(c.Database.URL); err != nil {
+			bad("database.url", fmt.Errorf("%w: want a PostgreSQL URL (postgres://user@host:5432/dbname) or key=value settings (host=... dbname=...); "+
+				"SQLite takes a file in database.path instead", err))
 		}
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
