@@ -277,7 +277,7 @@ var errInterrupted = errors.New("interrupted: the server stopped while sending")
 // attempt sends one claimed delivery and records the result.
 func (d *Deliverer) attempt(hard context.Context, t *Target, dl *Delivery) {
 	e := dl.Event
-	p := &driver.DeliveryFinishParams{EventID: e.ID, Sink: dl.Sink, Attempt: dl.Attempts, Attempts: dl.Attempts}
+	p := &driver.DeliveryFinishParams{EventID: e.ID, Sink: dl.Sink, Attempt: dl.Attempts, Lease: dl.NextAttemptAt, Attempts: dl.Attempts}
 	var (
 		status int
 		err    error

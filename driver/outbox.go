@@ -166,6 +166,11 @@ type DeliveryFinishParams struct {
 	// only while the delivery is still pending with that many attempts (its
 	// lease was not lost to another server's claim).
 	Attempt int
+	// Lease is the NextAttemptAt the claim returned, the end of its lease:
+	// the result is recorded only while the delivery still holds that
+	// lease. Attempt alone no longer tells two claims apart once a retry
+	// (DeliveriesRetry) has set attempts back to 0. Zero leaves it out.
+	Lease time.Time
 	// State is the new state: DeliveryDelivered, DeliveryDead, or
 	// DeliveryPending to retry at NextAttemptAt.
 	State         DeliveryState

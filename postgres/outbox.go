@@ -136,13 +136,19 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *driver.DeliveryFinishPara
 	if p.State != driver.DeliveryPending {
 		next = p.Now
 	}
+	var lease *time.Time
+	if !p.Lease.IsZero() {
+		l := p.Lease.Truncate(time.Microsecond) // as stored
+		lease = &l
+	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE prescient_deliveries SET
 			state = $4, attempts = $5, next_attempt_at = $6, lease_owner = NULL,
 			last_status = $7, last_error = $8,
 			delivered_at = CASE WHEN $4 = 'delivered' THEN $9::timestamptz END, updated_at = $9
-		WHERE event_id = $1 AND sink = $2 AND attempts = $3 AND state = 'pending'`,
-		p.EventID, p.Sink, p.Attempt, string(p.State), p.Attempts, next, status, lastErr, p.Now)
+		WHERE event_id = $1 AND sink = $2 AND attempts = $3 AND state = 'pending'
+			AND ($10::timestamptz IS NULL OR next_attempt_at = $10)`,
+		p.EventID, p.Sink, p.Attempt, string(p.State), p.Attempts, next, status, lastErr, p.Now, lease)
 	if err != nil {
 		return false, fmt.Errorf("finish delivery of event %d to sink %s: %w", p.EventID, p.Sink, interpretError(ctx, err))
 	}

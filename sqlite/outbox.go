@@ -163,14 +163,19 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *driver.DeliveryFinishPara
 	if p.State == driver.DeliveryDelivered {
 		delivered = micros(p.Now)
 	}
+	var lease any
+	if !p.Lease.IsZero() {
+		lease = micros(p.Lease)
+	}
 	var n int64
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE prescient_deliveries SET
 				state = $4, attempts = $5, next_attempt_at = $6, lease_owner = NULL,
 				last_status = $7, last_error = $8, delivered_at = $9, updated_at = $10
-			WHERE event_id = $1 AND sink = $2 AND attempts = $3 AND state = 'pending'`,
-			p.EventID, p.Sink, p.Attempt, string(p.State), p.Attempts, micros(next), status, lastErr, delivered, micros(p.Now))
+			WHERE event_id = $1 AND sink = $2 AND attempts = $3 AND state = 'pending'
+				AND ($11 IS NULL OR next_attempt_at = $11)`,
+			p.EventID, p.Sink, p.Attempt, string(p.State), p.Attempts, micros(next), status, lastErr, delivered, micros(p.Now), lease)
 		if err != nil {
 			return err
 		}
