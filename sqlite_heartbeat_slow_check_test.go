@@ -28,7 +28,7 @@ func TestSQLiteHeartbeatBehindOneSlowCheckStaysReady(t *testing.T) {
 	const (
 		busy          = 10 * time.Second
 		beat          = 500 * time.Millisecond
-		serverTimeout = 2 * time.Second         // heartbeat bound: 1s
+		serverTimeout = 2 * time.Second         // a database server's heartbeat would be bounded at 1s
 		slow          = 1500 * time.Millisecond // < runtime guard (30s), < busy (10s)
 	)
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
