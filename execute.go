@@ -458,7 +458,7 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	ct := newCheckTx(tx, runCtx)
 	ob := newOutbox(ct, u.check)
 	for _, j := range u.jobs {
-		j.Tx, j.Outbox = ct, ob
+		j.Tx, j.Outbox, j.Horizon = ct, ob, limits.Horizon
 	}
 	if c.log.Enabled(hard, slog.LevelDebug) {
 		// The last such line before a crash names the culprit.

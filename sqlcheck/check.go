@@ -348,6 +348,12 @@ func (c *Check) stages(ctx context.Context, job *checks.Job, f *found) (time.Tim
 	for _, st := range c.spec.Stages {
 		at := anchor.Add(st.After)
 		if at.After(job.Slot) {
+			if h := job.Horizon; h > 0 && at.Sub(job.Slot) > h {
+				// Further than the guard lets a check ask (a stage far
+				// after its anchor, an anchor ahead): look again at the
+				// horizon, reading the anchor afresh then.
+				return job.Slot.Add(h), nil
+			}
 			return at, nil
 		}
 		ev := checks.Event{Name: st.Event, Stage: st.StageName(), Severity: st.Severity, Payload: f.payload}

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // keyText returns a key column's value as the key it names: text as it is,
@@ -84,8 +87,23 @@ var timeLayouts = []string{
 	"2006-01-02",
 }
 
+// goTimeText matches the text Go's time.Time.String writes (which
+// modernc.org/sqlite stores for a time.Time by default), with its
+// monotonic clock reading, if any, cut off.
+var goTimeText = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [+-]\d{4} \S+)(?: m=[+-]\d+\.\d+)?$`)
+
+// Numbers an anchor may be: below julianMax a Julian day (SQLite's
+// julianday(); as seconds it would fall before 1970-04-27), from
+// millisMin milliseconds since 1970 (as seconds, after the year 5000),
+// seconds since 1970 between.
+const (
+	julianMax  = 1e7
+	millisMin  = 1e11
+	julianUnix = 2440587.5 // the Julian day of 1970-01-01T00:00:00Z
+)
+
 // anchorTime reads an anchor column's value as a time: a timestamp or date,
-// text in one of timeLayouts, or a number of seconds since the Unix epoch.
+// text in one of timeLayouts or Go's own, or a number (see julianMax).
 func anchorTime(v any) (time.Time, error) {
 	switch x := v.(type) {
 	case nil:
@@ -93,13 +111,29 @@ func anchorTime(v any) (time.Time, error) {
 	case time.Time:
 		return x, nil
 	case int64:
+		if x > 0 && x < julianMax || x >= millisMin {
+			return anchorTime(float64(x))
+		}
 		return time.Unix(x, 0).UTC(), nil
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return time.Time{}, fmt.Errorf("is %v, not a time", x)
 		}
-		sec, frac := math.Modf(x)
-		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+		secs := x
+		switch {
+		case x > 0 && x < julianMax:
+			// A double holds a Julian day to about 20µs, and SQLite
+			// computes it to the millisecond: round to that.
+			secs = math.Round((x-julianUnix)*86400*1000) / 1000
+		case x >= millisMin:
+			secs = x / 1000
+		}
+		if secs < float64(slots.MinTime.Unix()) || secs >= float64(slots.MaxTime.Unix()) {
+			return time.Time{}, fmt.Errorf("is %v, outside the supported range as a number: a Julian day (below %g), seconds since 1970, "+
+				"or milliseconds since 1970 (from %g)", x, float64(julianMax), float64(millisMin))
+		}
+		sec, frac := math.Modf(secs)
+		return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).UTC(), nil
 	case []byte:
 		return anchorTime(string(x))
 	case string:
@@ -109,7 +143,12 @@ func anchorTime(v any) (time.Time, error) {
 				return t, nil
 			}
 		}
-		return time.Time{}, fmt.Errorf("%q is not a time (write it as 2006-01-02 15:04:05, RFC 3339, or seconds since 1970)", x)
+		if m := goTimeText.FindStringSubmatch(s); m != nil {
+			if t, err := time.Parse("2006-01-02 15:04:05.999999999 -0700 MST", m[1]); err == nil {
+				return t, nil
+			}
+		}
+		return time.Time{}, fmt.Errorf("%q is not a time (write it as 2006-01-02 15:04:05, RFC 3339, seconds or milliseconds since 1970, or a Julian day)", x)
 	}
 	return time.Time{}, fmt.Errorf("is a %T, not a time", v)
 }
