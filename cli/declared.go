@@ -125,30 +125,9 @@ func (c *Config) checksErrors() []error {
 				bad(key, errors.New("is missing: say when the stage is due, counted from the anchor (e.g. after: 3h; 0s for at once)"))
 			}
 		}
+		// A stage further off than the horizon is no error: the check asks
+		// for the horizon and looks again then (sqlcheck, checks.Job.Horizon).
 		written := func(field string) bool { return c.lines[base+"."+field] > 0 }
-		horizon, horizonKey := c.Guards.Horizon, "guards.horizon"
-		if written("guards.horizon") {
-			horizon, horizonKey = cc.Guards.Horizon, base+".guards.horizon"
-		}
-		// The check of a stage asks for the next stage's time, at most the
-		// gap between the two stages after its slot: further than the
-		// horizon, the guard ends the job there (it judges the time asked
-		// for, before rounding). Without an anchor column the anchor is the
-		// job's first check, so the first stage is such a next check too.
-		for i := range cc.Stages {
-			if horizon <= 0 || (i == 0 && cc.Anchor != "") {
-				continue
-			}
-			gap, from := time.Duration(cc.Stages[i].After), "the job's first check (there is no anchor)"
-			if i > 0 {
-				gap, from = gap-time.Duration(cc.Stages[i-1].After), "the stage before it"
-			}
-			if gap > time.Duration(horizon) {
-				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is %s after %s, more than %s (%s): "+
-					"its job would end guard_horizon there instead of waiting for this stage; raise %s or add a stage in between",
-					gap, from, horizonKey, time.Duration(horizon), horizonKey))
-			}
-		}
 		if written("batch_size") && cc.BatchSize == 0 {
 			bad(base+".batch_size", errors.New("must be at least 1, got 0 (leave it out for the server's batch_size)"))
 		}

@@ -160,3 +160,34 @@ func TestSQLiteAnchorNumberOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// Two stages further apart than the check's horizon: after the first, the
+// check asks for the horizon, again and again, until the second is due.
+func TestStagesFurtherApartThanTheHorizon(t *testing.T) {
+	d := openDB(t, sqlcheck.SQLite)
+	spec := sqlcheck.Spec{
+		Name: "late", Entity: "order",
+		Query:  `SELECT id AS key, placed_at FROM orders WHERE id IN (SELECT value FROM json_each($1)) AND status = 'unshipped'`,
+		Anchor: "placed_at",
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.placed"}, {After: 51 * time.Hour, Event: "order.late"}},
+		Guards: guards.Limits{Horizon: 24 * time.Hour},
+	}
+	d.exec(`INSERT INTO orders (id, status, placed_at) VALUES ('1001', 'unshipped', $1)`, epoch.Format("2006-01-02 15:04:05"))
+	e := d.newEngine(spec)
+	slot := epoch.Add(15 * time.Minute)
+	e.schedule("late", "1001", slot)
+	for _, want := range []time.Time{slot.Add(24 * time.Hour), slot.Add(48 * time.Hour), epoch.Add(51 * time.Hour)} {
+		e.fire(slot, slot)
+		if got := e.next("late", "1001"); !got.Equal(want) {
+			t.Fatalf("after the check of %s: next check %s, want %s", slot, got, want)
+		}
+		if evs := d.events("late"); len(evs) != 1 {
+			t.Fatalf("after the check of %s: raised %v, want the first stage only", slot, evs)
+		}
+		slot = want
+	}
+	e.fire(slot, slot)
+	if evs := d.events("late"); len(evs) != 2 {
+		t.Errorf("at the second stage: raised %v, want both stages", evs)
+	}
+}
