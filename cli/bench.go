@@ -411,37 +411,33 @@ func runBench(ctx context.Context, dbURL string, o *benchOpts, log *slog.Logger,
 	if res.BatchAlerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
 		return nil, err
 	}
-	prog.set("pure SQL: scheduling %d jobs", o.jobs)
-	if _, err := next(benchSQLCheck); err != nil {
-		return nil, err
-	}
-	m = startMeter()
-	for i, slot := range slotAt {
-		prog.set("pure SQL: slot %d of %d", i+1, o.slots)
-		for range (o.jobs/o.slots + 1 + benchSQLChunk - 1) / benchSQLChunk {
-			if err := benchPureSQL(ctx, db, res.Store, slot); err != nil {
-				return nil, err
+	// The same work in plain SQL, then with what the engine must write
+	// besides, each on fresh jobs, one statement per benchSQLChunk jobs.
+	sqlPhase := func(name, check string, run func(context.Context, *demoDB, string, time.Time) error) (benchPhase, error) {
+		prog.set("%s: scheduling %d jobs", name, o.jobs)
+		if _, err := next(check); err != nil {
+			return benchPhase{}, err
+		}
+		m := startMeter()
+		for i, slot := range slotAt {
+			prog.set("%s: slot %d of %d", name, i+1, o.slots)
+			for range (o.jobs/o.slots + 1 + benchSQLChunk - 1) / benchSQLChunk {
+				if err := run(ctx, db, res.Store, slot); err != nil {
+					return benchPhase{}, err
+				}
 			}
 		}
+		return m.stop(o.jobs), nil
 	}
-	res.PureSQL = m.stop(o.jobs)
+	if res.PureSQL, err = sqlPhase("pure SQL", benchSQLCheck, benchPureSQL); err != nil {
+		return nil, err
+	}
 	if res.SQLAlerts, err = countRows(ctx, db, "bench_alerts"); err != nil {
 		return nil, err
 	}
-	prog.set("SQL with history: scheduling %d jobs", o.jobs)
-	if _, err := next(benchSQLHistory); err != nil {
+	if res.SQLHistory, err = sqlPhase("SQL with history", benchSQLHistory, benchSQLWithHistory); err != nil {
 		return nil, err
 	}
-	m = startMeter()
-	for i, slot := range slotAt {
-		prog.set("SQL with history: slot %d of %d", i+1, o.slots)
-		for range (o.jobs/o.slots + 1 + benchSQLChunk - 1) / benchSQLChunk {
-			if err := benchSQLWithHistory(ctx, db, res.Store, slot); err != nil {
-				return nil, err
-			}
-		}
-	}
-	res.SQLHistory = m.stop(o.jobs)
 	if res.SQLHistoryRows, err = countRows(ctx, db, "prescient_history WHERE check_name = '"+benchSQLHistory+"'"); err != nil {
 		return nil, err
 	}
