@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
 	"github.com/prescient-dev/prescient"
@@ -1188,13 +1187,15 @@ func (c *Config) Validate() error {
 			bad(kc.key, engineError{err})
 		}
 	}
-	if u := strings.ToLower(c.Database.URL); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-		// Only what is not a PostgreSQL URL at all: parsing one reads the
-		// TLS files it names, which a command that does not connect (or
-		// one run where they are not) must not need.
-		if _, err := pgconn.ParseConfig(c.Database.URL); err != nil {
-			bad("database.url", fmt.Errorf("%w: want a PostgreSQL URL (postgres://user@host:5432/dbname) or key=value settings (host=... dbname=...); "+
-				"SQLite takes a file in database.path instead", err))
+	if u := strings.ToLower(strings.TrimSpace(c.Database.URL)); u != "" {
+		// Only the form: parsing the value (pgconn.ParseConfig) reads the
+		// TLS files it names, which a command that does not connect, or
+		// one run where they are not, must not need. The commands that
+		// connect parse it whole.
+		scheme, _, isURL := strings.Cut(u, "://")
+		if isURL && scheme != "postgres" && scheme != "postgresql" || !isURL && !strings.Contains(u, "=") {
+			bad("database.url", errors.New("is not a PostgreSQL URL (postgres://user@host:5432/dbname) nor key=value settings (host=... dbname=...); "+
+				"SQLite takes a file in database.path instead"))
 		}
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
