@@ -127,7 +127,33 @@ func (c *Config) checksErrors() []error {
 		}
 		// A stage further off than the horizon is no error: the check asks
 		// for the horizon and looks again then (sqlcheck, checks.Job.Horizon).
+		// But each such check counts against max_checks: a ladder its
+		// jobs cannot climb within it is refused. Counted from the job's
+		// first check at the anchor (or, without one, the anchor itself).
 		written := func(field string) bool { return c.lines[base+"."+field] > 0 }
+		horizon, horizonKey := time.Duration(c.Guards.Horizon), "guards.horizon"
+		if written("guards.horizon") {
+			horizon, horizonKey = time.Duration(cc.Guards.Horizon), base+".guards.horizon"
+		}
+		maxChecks, maxKey := c.Guards.MaxChecks, "guards.max_checks"
+		if written("guards.max_checks") {
+			maxChecks, maxKey = cc.Guards.MaxChecks, base+".guards.max_checks"
+		}
+		if horizon > 0 && maxChecks > 0 {
+			needed, prev := 1, time.Duration(0)
+			for i, st := range cc.Stages {
+				if gap := time.Duration(st.After) - prev; gap > 0 {
+					needed += int((gap + horizon - 1) / horizon)
+				}
+				prev = time.Duration(st.After)
+				if needed > maxChecks {
+					bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is reached at the job's check %d, one every %s (%s) at most "+
+						"from the anchor: more than %s (%d), so its jobs would end guard_max_checks first; raise %s or %s",
+						needed, horizon, horizonKey, maxKey, maxChecks, horizonKey, maxKey))
+					break
+				}
+			}
+		}
 		if written("batch_size") && cc.BatchSize == 0 {
 			bad(base+".batch_size", errors.New("must be at least 1, got 0 (leave it out for the server's batch_size)"))
 		}

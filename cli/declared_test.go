@@ -119,6 +119,13 @@ func TestDeclaredConfigErrors(t *testing.T) {
 		{"batch size 0", head + "    stages: [{after: 0s, event: a}]\n    batch_size: 0\n", ":6: checks.c.batch_size: must be at least 1, got 0"},
 		{"runtime too short", head + "    stages: [{after: 0s, event: a}]\n    guards: {runtime: 5ms}\n", ":6: checks.c.guards.runtime: must be at least 10ms"},
 		{"horizon 0", head + "    stages: [{after: 0s, event: a}]\n    guards:\n      horizon: 0s\n", ":7: checks.c.guards.horizon: must be positive"},
+		// Stages further apart than the horizon are reached one horizon at a
+		// time, each check counted against max_checks (found by a review).
+		{"stages beyond max_checks at the horizon's pace", head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 100h, event: b}]\n" +
+			"    guards: {horizon: 24h, max_checks: 3}\n", ":6: checks.c.stages[1].after: is reached at the job's check 6, one every 24h0m0s (checks.c.guards.horizon) " +
+			"at most from the anchor: more than checks.c.guards.max_checks (3), so its jobs would end guard_max_checks first"},
+		{"stages beyond the server's max_checks", "guards: {horizon: 1h}\n" + head + "    stages: [{after: 3h, event: a}, {after: 168h, event: b}]\n",
+			":6: checks.c.stages[1].after: is reached at the job's check 169, one every 1h0m0s (guards.horizon) at most from the anchor: more than guards.max_checks (100)"},
 		{"sink not configured", head + "    stages: [{after: 0s, event: a}]\n    sinks: [ops]\n", `:6: checks.c.sinks[0]: no sink named "ops" is configured (configured: none)`},
 		{"await twice", head + "    stages: [{after: 0s, event: a}]\n    awaits: [shipped, shipped]\n", `:6: checks.c.awaits[1]: "shipped" is listed twice`},
 	}
