@@ -104,6 +104,32 @@ func (c *Client) Slots(ctx context.Context, p *SlotsParams) ([]*SlotRecord, erro
 	return recs, nil
 }
 
+// LatestSlots returns the latest limit ledger rows of slots before until
+// (every slot when until is zero), newest first, as Slots does, and whether
+// they end inside the oldest slot's rows: another server's row of that slot
+// lies beyond the limit (or may, when limit is SlotsLimitMax and no row more
+// can be read), so the oldest slot cannot be judged complete or not from
+// them. Status readers (metrics, the status page) count incomplete slots
+// this way.
+func (c *Client) LatestSlots(ctx context.Context, until time.Time, limit int) (recs []*SlotRecord, cut bool, err error) {
+	if limit <= 0 || limit > SlotsLimitMax {
+		return nil, false, fmt.Errorf("prescient: read the slot ledger: limit %d is out of range [1, %d]", limit, SlotsLimitMax)
+	}
+	n := limit
+	if n < SlotsLimitMax {
+		n++ // one row more tells whether the oldest slot goes on
+	}
+	recs, err = c.Slots(ctx, &SlotsParams{Until: until, Limit: n})
+	if err != nil || len(recs) < limit {
+		return recs, false, err
+	}
+	if len(recs) == limit { // at SlotsLimitMax: no row more to look at
+		return recs, true, nil
+	}
+	cut = recs[limit].Slot.Equal(recs[limit-1].Slot)
+	return recs[:limit], cut, nil
+}
+
 // clampLoads reads the slots of upcoming loads (soonest first) through
 // slots.Clamp, adding up the loads of the slots beyond the supported range
 // into one at slots.MaxTime.

@@ -14,8 +14,8 @@ import (
 // ended inside a slot's rows (newest slot first, then by server), that slot
 // was judged on the rows read alone: a server's unfinished row read and
 // another's finished row of the same slot cut off made a slot that was
-// fired whole count as incomplete. The oldest slot of a full read is now
-// left out: its rows may not all be there.
+// fired whole count as incomplete. The oldest slot of a read whose rows go
+// on beyond the limit (Client.LatestSlots reads one more) is left out.
 func TestSlotsIncompleteIgnoresASlotCutByTheRowLimit(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -52,10 +52,16 @@ func TestSlotsIncompleteIgnoresASlotCutByTheRowLimit(t *testing.T) {
 			f := promtest.MustScrape(t, url)
 			want(t, f, 0, "prescient_slots_incomplete")
 
-			// A slot whose rows are all read is still judged.
+			// A slot whose rows are all read is still judged, the oldest
+			// too: at first every oldest slot of a full read was left out,
+			// so a slot the only server died in was not counted once the
+			// oldest (found by a review).
 			row("2026-03-10T10:45:00Z", "a", false)
 			f = promtest.MustScrape(t, url)
 			want(t, f, 1, "prescient_slots_incomplete")
+			row("2026-03-10T10:50:00Z", "a", true) // off the grid, but a row
+			f = promtest.MustScrape(t, url)
+			want(t, f, 1, "prescient_slots_incomplete") // 10:45, the oldest of the two read, whole
 		})
 	}
 }

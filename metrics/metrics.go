@@ -402,7 +402,7 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 	// it should be, rather than every offset shifting by one.
 	pc := c.Config()
 	r.current = pc.Grid.Floor(pc.Now().UTC())
-	recs, err := c.Slots(ctx, &prescient.SlotsParams{Until: r.current, Limit: m.opts.LedgerRows})
+	recs, cut, err := c.LatestSlots(ctx, r.current, m.opts.LedgerRows)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -410,9 +410,9 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 	for _, rec := range recs {
 		complete[rec.Slot] = complete[rec.Slot] || rec.Complete()
 	}
-	if len(recs) == m.opts.LedgerRows {
-		// The rows may end inside the oldest slot's (another server's
-		// row of it, finished, cut off): it is not judged.
+	if cut {
+		// The rows end inside the oldest slot's (another server's row of
+		// it, finished, may be cut off): it is not judged.
 		delete(complete, recs[len(recs)-1].Slot)
 	}
 	for _, done := range complete {

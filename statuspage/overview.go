@@ -208,7 +208,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	ledger, err := p.client.Slots(ctx, &prescient.SlotsParams{Limit: p.opts.Fired})
+	ledger, cut, err := p.client.LatestSlots(ctx, time.Time{}, p.opts.Fired)
 	if err != nil {
 		d.FiredErr = p.failed(r, "the slot ledger", err)
 	}
@@ -236,9 +236,9 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Fired = append(d.Fired, row)
 	}
-	if len(ledger) > 0 && len(ledger) == p.opts.Fired {
-		// The rows may end inside the oldest slot's (another server's
-		// row of it, finished, cut off): it is not judged.
+	if cut {
+		// The rows end inside the oldest slot's (another server's row of
+		// it, finished, may be cut off): it is not judged.
 		delete(unfinished, ledger[len(ledger)-1].Slot)
 	}
 	for _, u := range unfinished {
