@@ -52,13 +52,21 @@ func (b Backoff) withDefaults() Backoff {
 	if b.Multiplier < 1 {
 		b.Multiplier = BackoffMultiplierDefault
 	}
-	switch {
-	case b.Jitter == NoJitter:
-		b.Jitter = 0
-	case b.Jitter <= 0 || b.Jitter >= 1:
+	// NoJitter stays NoJitter (factor reads it as 0): New fills a target's
+	// defaults in, and Delay fills them in again, so this must hold when
+	// applied twice. A 0 here once became the default 0.5 the second time.
+	if b.Jitter != NoJitter && (b.Jitter <= 0 || b.Jitter >= 1) {
 		b.Jitter = BackoffJitterDefault
 	}
 	return b
+}
+
+// factor is the randomisation factor Jitter stands for.
+func (b Backoff) factor() float64 {
+	if b.Jitter == NoJitter {
+		return 0
+	}
+	return b.Jitter
 }
 
 // Delay returns the wait after the failed attempt number attempt (1 for
@@ -67,7 +75,7 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	b = b.withDefaults()
 	eb := &backoff.ExponentialBackOff{
 		InitialInterval:     b.Initial,
-		RandomizationFactor: b.Jitter,
+		RandomizationFactor: b.factor(),
 		Multiplier:          b.Multiplier,
 		MaxInterval:         b.Max,
 	}
@@ -87,5 +95,5 @@ func (b Backoff) Bounds(attempt int) (lo, hi time.Duration) {
 		base = min(base*b.Multiplier, float64(b.Max))
 	}
 	base = min(base, float64(b.Max))
-	return time.Duration(base * (1 - b.Jitter)), time.Duration(base*(1+b.Jitter)) + 1
+	return time.Duration(base * (1 - b.factor())), time.Duration(base*(1+b.factor())) + 1
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -372,5 +373,26 @@ func TestLoweredMaxAttemptsKeepsTheRealReason(t *testing.T) {
 	}
 	if n := len(rc.requests()); n != 3 {
 		t.Errorf("%d requests, want 3: none after max_attempts was lowered", n)
+	}
+}
+
+// NoJitter turns the randomisation off in a running Deliverer too: New
+// filled the target's backoff defaults in, NoJitter becoming 0, and Delay
+// filled them in again, 0 becoming the default 0.5, so a failed delivery's
+// retry came 5 to 15s after it, not 10s (found trying the library as a new
+// user).
+func TestDelivererNoJitterRetriesExactly(t *testing.T) {
+	drv := openSQLite(t)
+	clk := newClock()
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
+	target := webhookTarget(rc.URL, clk, 5, time.Second)
+	target.Backoff = delivery.Backoff{Initial: 10 * time.Second, Jitter: delivery.NoJitter}
+	d := newDeliverer(t, drv, clk, target)
+	for i := range 5 {
+		ik := record(t, drv, fmt.Sprint(20+i), "alert", clk.Now(), "hook")
+		deliverDue(t, d, "hook")
+		if dl := deliveryOf(t, drv, ik, "hook"); !dl.NextAttemptAt.Equal(clk.Now().Add(10 * time.Second)) {
+			t.Fatalf("delivery %d failed at %s: retry at %s, want exactly 10s later", i, clk.Now(), dl.NextAttemptAt)
+		}
 	}
 }
