@@ -31,7 +31,8 @@ const (
 //
 // The slot ledger keeps one row per slot and server, adding up every firing
 // of the slot by that server (see Slots); FireSlot's record is this call's
-// share of it.
+// share of it, naming the slot, the server and the kind, with this call's
+// start and, when it completed the slot, its finish.
 //
 // A client never fires a slot twice at once: if it is firing slot already
 // (its tick, its sweep or another FireSlot call), FireSlot waits for that
@@ -69,6 +70,12 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 	}
 	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
 	did, unknown, cut := c.dispatch(work, hard, slot)
+	if did == nil {
+		did = &SlotRecord{}
+	}
+	// The record names what it is of, as a ledger row does; FinishedAt is
+	// set once the firing completed.
+	did.Slot, did.Server, did.Kind, did.StartedAt = slot, c.cfg.Server, kind, start
 	for check, n := range unknown {
 		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
 	}
@@ -101,6 +108,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		c.storeError(StoreOpLedger, err)
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
+	did.FinishedAt = ledger.FinishedAt
 	return did, nil
 }
 
