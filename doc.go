@@ -22,8 +22,10 @@
 //	client, err := prescient.NewTypedClient(store, &prescient.Config{Checks: registry})
 //
 // A client that is never started only schedules, cancels and resolves, as an
-// application process does. Start makes it a server: it fires the slots it
-// owns until Stop. The …Tx methods join the application's transaction; a
+// application process does; Resolve reads which checks await an event from
+// the store's catalog, which a started server (or SyncCatalog, or `prescient
+// migrate`) records. Start makes it a server: it fires the slots it owns
+// until Stop. The …Tx methods join the application's transaction; a
 // TypedClient has the compiler check its type (pgx.Tx for PostgreSQL,
 // *sql.Tx for SQLite), the untyped Client checks it at run time.
 //

@@ -15,7 +15,9 @@ import (
 // start-up sweep (unless disabled; ending ctx cuts it short), fires the
 // current slot if this server owns it, and then fires every owned slot at
 // its boundary until Stop. Slot ticks, the scheduled sweep and pruning are
-// driven by robfig/cron. Start returns once the start-up work is done.
+// driven by robfig/cron. Start returns once the start-up work is done; ctx
+// bounds that work only: the client runs until Stop, whatever becomes of
+// ctx.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

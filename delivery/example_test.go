@@ -38,6 +38,10 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	d.Start()
-	defer d.Stop(ctx) // stop it after the client, so that the events of its last checks go out too
+	defer d.Stop(ctx)
+	// Start the client after this and defer its Stop: the Deliverer stops after it. Events the
+	// last checks raised that it has not sent by then stay pending and go out at the next start
+	// (d.DeliverDue(ctx, sink) sends a sink's due events at once).
+
 	// Output:
 }

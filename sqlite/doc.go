@@ -16,12 +16,12 @@
 //
 // Writers are serialised. Where PostgreSQL claims rows with FOR UPDATE SKIP
 // LOCKED, this store holds the whole database's write lock for the length of
-// a JobsProcess call (the checks run inside it), so checks run one batch at a
-// time, whatever the engine's workers: a second processor waits for the
-// first to commit and then finds the jobs it took gone from the slot. A
-// processor in this process waits for as long as its context lasts (the
-// engine bounds each batch by guards.runtime, and stops at shutdown); one in
-// another process waits up to Opts.BusyTimeout.
+// a processing transaction (a group of checks: the checks run inside it), so
+// one group runs at a time, whatever the engine's workers: a second group
+// waits for the first to commit and then finds the jobs it took gone from
+// the slot. A group in this process waits for as long as its context lasts
+// (the engine bounds each group by guards.runtime and group_duration, and
+// stops at shutdown); one in another process waits up to Opts.BusyTimeout.
 //
 // Every other writer waits at most Opts.BusyTimeout and then fails with
 // "database is locked": an application's Schedule, Cancel or Resolve (or a
