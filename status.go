@@ -120,14 +120,15 @@ func (c *Client) LatestSlots(ctx context.Context, until time.Time, limit int) (r
 		n++ // one row more tells whether the oldest slot goes on
 	}
 	recs, err = c.Slots(ctx, &SlotsParams{Until: until, Limit: n})
-	if err != nil || len(recs) < limit {
-		return recs, false, err
+	switch {
+	case err != nil:
+		return nil, false, err
+	case len(recs) > limit:
+		return recs[:limit], recs[limit].Slot.Equal(recs[limit-1].Slot), nil
 	}
-	if len(recs) == limit { // at SlotsLimitMax: no row more to look at
-		return recs, true, nil
-	}
-	cut = recs[limit].Slot.Equal(recs[limit-1].Slot)
-	return recs[:limit], cut, nil
+	// Every row there is, unless the limit is SlotsLimitMax and reached:
+	// then no row more could be looked at.
+	return recs, n == limit && len(recs) == limit, nil
 }
 
 // clampLoads reads the slots of upcoming loads (soonest first) through

@@ -45,11 +45,19 @@ func TestSlotsIncompleteIgnoresASlotCutByTheRowLimit(t *testing.T) {
 					}
 				}
 			}
+			// A ledger of exactly LedgerRows rows is read whole: its oldest
+			// slot, incomplete, counts.
+			row("2026-03-10T09:45:00Z", "a", false)
+			row("2026-03-10T10:00:00Z", "a", true)
+			f := promtest.MustScrape(t, url)
+			want(t, f, 1, "prescient_slots_incomplete")
+			row("2026-03-10T09:45:00Z", "b", true) // then another server finished it
+
 			// 10:15 was fired whole by b after a died in it; 10:30 by a.
 			row("2026-03-10T10:15:00Z", "a", false)
 			row("2026-03-10T10:15:00Z", "b", true)
 			row("2026-03-10T10:30:00Z", "a", true)
-			f := promtest.MustScrape(t, url)
+			f = promtest.MustScrape(t, url)
 			want(t, f, 0, "prescient_slots_incomplete")
 
 			// A slot whose rows are all read is still judged, the oldest
