@@ -1187,15 +1187,23 @@ func (c *Config) Validate() error {
 			bad(kc.key, engineError{err})
 		}
 	}
-	if u := strings.ToLower(strings.TrimSpace(c.Database.URL)); u != "" {
-		// Only the form: parsing the value (pgconn.ParseConfig) reads the
-		// TLS files it names, which a command that does not connect, or
-		// one run where they are not, must not need. The commands that
-		// connect parse it whole.
-		scheme, _, isURL := strings.Cut(u, "://")
-		if isURL && scheme != "postgres" && scheme != "postgresql" || !isURL && !strings.Contains(u, "=") {
-			bad("database.url", errors.New("is not a PostgreSQL URL (postgres://user@host:5432/dbname) nor key=value settings (host=... dbname=...); "+
+	if u := c.Database.URL; u != "" {
+		// Only the form, as pgx reads it: parsing the value
+		// (pgconn.ParseConfig) reads the TLS files it names, which a
+		// command that does not connect, or one run where they are not,
+		// must not need. The commands that connect parse it whole.
+		scheme := urlScheme.FindStringSubmatch(u)
+		switch {
+		case scheme != nil && scheme[1] != "postgres" && scheme[1] != "postgresql":
+			what := "is not a PostgreSQL URL"
+			if l := strings.ToLower(scheme[1]); l == "postgres" || l == "postgresql" {
+				what = "has its scheme in capitals, which pgx does not read: write " + l + "://"
+			}
+			bad("database.url", errors.New(what+" (postgres://user@host:5432/dbname, or key=value settings: host=... dbname=...); "+
 				"SQLite takes a file in database.path instead"))
+		case scheme == nil && !strings.Contains(u, "="):
+			bad("database.url", errors.New("is not a PostgreSQL URL (postgres://user@host:5432/dbname, with no space before it) nor key=value settings "+
+				"(host=... dbname=...); SQLite takes a file in database.path instead"))
 		}
 	}
 	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
@@ -1422,6 +1430,10 @@ func (c *Config) gridSet() bool {
 // Line returns the line of key path (e.g. "slots.resolution") in the file the
 // configuration was read from, or 0 when the key was not in a file.
 func (c *Config) Line(key string) int { return c.lines[key] }
+
+// urlScheme matches the scheme of a value written as a URL (as pgx tells a
+// URL from key=value settings: by its start).
+var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 
 // engineError drops the engine's "config: " prefix, the key path says it
 // better, and keeps the error chain (errors.Is(err, slots.ErrUnowned)).

@@ -214,7 +214,7 @@ func TestConfigErrors(t *testing.T) {
 		{"resolution not positive", "slots:\n  resolution: -1m\n", []string{":2: slots.resolution:", "must be positive"}, slots.ErrInvalidGrid},
 		{"resolution zero", "slots:\n  resolution: 0s\n", []string{":2: slots.resolution: must be positive"}, nil},
 		{"database URL of another scheme", "database:\n  url: postgress://root@127.0.0.1:5432/shop\n",
-			[]string{":2: database.url:", "is not a PostgreSQL URL (postgres://user@host:5432/dbname)", "SQLite takes a file in database.path"}, nil},
+			[]string{":2: database.url:", "is not a PostgreSQL URL (postgres://user@host:5432/dbname", "SQLite takes a file in database.path"}, nil},
 		{"database URL that is a file name", "database:\n  url: shop.db\n",
 			[]string{":2: database.url:", "is not a PostgreSQL URL", "SQLite takes a file in database.path"}, nil},
 		{"resolution not dividing the default cycle", "slots:\n  resolution: 7m\n",

@@ -140,10 +140,16 @@ func (c *Config) checksErrors() []error {
 			maxChecks, maxKey = cc.Guards.MaxChecks, base+".guards.max_checks"
 		}
 		if horizon > 0 && maxChecks > 0 {
+			// A check asks for slot+horizon, which the engine rounds up
+			// to the grid: a job moves that far at a time.
+			step := horizon
+			if res := time.Duration(c.Slots.Resolution); res > 0 {
+				step = (horizon + res - 1) / res * res
+			}
 			needed, prev := 1, time.Duration(0)
 			for i, st := range cc.Stages {
 				if gap := time.Duration(st.After) - prev; gap > 0 {
-					needed += int((gap + horizon - 1) / horizon)
+					needed += int((gap + step - 1) / step)
 				}
 				prev = time.Duration(st.After)
 				if needed > maxChecks {

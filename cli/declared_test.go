@@ -392,6 +392,10 @@ func TestDeclaredStagesFurtherApartThanTheHorizonLoad(t *testing.T) {
 	for _, body := range []string{
 		"guards: {horizon: 48h}\n" + head + "    anchor: placed_at\n    stages: [{after: 3h, event: a}, {after: 52h, event: b}]\n",
 		head + "    stages: [{after: 3h, event: a}, {after: 4h, event: b}]\n    guards: {horizon: 2h}\n",
+		// The engine rounds slot+horizon up to the grid: on 15m slots a 20m
+		// horizon moves a job 30m at a time, so 0s and 60m take 3 checks
+		// (at first counted as 4 and refused; found by a review).
+		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 60m, event: b}]\n    guards: {horizon: 20m, max_checks: 3}\n",
 	} {
 		if _, err := loadConfig(writeConfig(t, body), noEnv); err != nil {
 			t.Errorf("load\n%s: %v", body, err)
