@@ -70,14 +70,23 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 		at = c.now() // Schedule moves it to the next slot
 	}
 	res := &RetryResult{Retried: []*RetriedJob{}, Skipped: []*RetriedJob{}}
+	// An identity's latest failed record is its highest id, not its latest
+	// finish time: each time is the clock of whoever ended the job, while a
+	// job scheduled anew after an end always gets a higher id.
 	type identity struct{ entity, key, check string }
-	seen := map[identity]bool{}
-	for _, rec := range failed { // newest first: the first of an identity is its latest
+	latest := map[identity]*history.Record{}
+	var order []identity // as listed: newest first
+	for _, rec := range failed {
 		id := identity{rec.Entity, rec.Key, rec.Check}
-		if seen[id] {
-			continue
+		if l, ok := latest[id]; !ok {
+			order = append(order, id)
+			latest[id] = rec
+		} else if rec.ID > l.ID {
+			latest[id] = rec
 		}
-		seen[id] = true
+	}
+	for _, id := range order {
+		rec := latest[id]
 		r := &RetriedJob{Failed: rec}
 		if err := retryable(rec); err != nil {
 			// One record that cannot be scheduled (a name or key an older
@@ -98,10 +107,18 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 			if len(rec.Payload) > 0 {
 				sp.Payload = rec.Payload
 			}
-			r.Job, err = c.Schedule(ctx, sp)
+			job, err := c.Schedule(ctx, sp)
 			if err != nil {
 				return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", rec.Entity, rec.Key, rec.Check, err)
 			}
+			if !job.Inserted {
+				// Scheduled by another writer (another retry, the
+				// application) since retrySkip looked: kept as it is.
+				r.Skipped = "pending (scheduled meanwhile)"
+				res.Skipped = append(res.Skipped, r)
+				continue
+			}
+			r.Job = job
 		}
 		res.Retried = append(res.Retried, r)
 	}
@@ -164,13 +181,15 @@ func (c *Client) retrySkip(ctx context.Context, rec *history.Record) (string, er
 	case !errors.Is(err, ErrNotFound):
 		return "", err
 	}
-	later, err := c.drv.HistoryList(ctx, history.Filter{Entity: rec.Entity, Key: rec.Key, Check: rec.Check,
-		Since: rec.FinishedAt, Limit: 2})
+	// A later end has a higher id (its job was scheduled after this one
+	// ended); its finish time is its writer's clock, which may run behind.
+	ends, err := c.drv.HistoryList(ctx, history.Filter{Entity: rec.Entity, Key: rec.Key, Check: rec.Check,
+		Limit: history.LimitMax})
 	if err != nil {
 		return "", err
 	}
-	for _, l := range later {
-		if l.ID != rec.ID {
+	for _, l := range ends {
+		if l.ID > rec.ID {
 			return "finished again since (" + string(l.Outcome) + ")", nil
 		}
 	}
