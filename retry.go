@@ -95,9 +95,10 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 			res.Skipped = append(res.Skipped, r)
 			continue
 		}
-		if r.Skipped, err = c.retrySkip(ctx, rec); err != nil {
-			return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", rec.Entity, rec.Key, rec.Check, err)
+		if rec, r.Skipped, err = c.retrySkip(ctx, rec); err != nil {
+			return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", r.Failed.Entity, r.Failed.Key, r.Failed.Check, err)
 		}
+		r.Failed = rec
 		if r.Skipped != "" {
 			res.Skipped = append(res.Skipped, r)
 			continue
@@ -172,26 +173,30 @@ func (c *Client) checkRetry(p RetryParams, f history.Filter) error {
 	return f.Validate()
 }
 
-// retrySkip says why a failed record must not be retried, or "".
-func (c *Client) retrySkip(ctx context.Context, rec *history.Record) (string, error) {
+// retrySkip says why a failed record's job must not be retried, or "". The
+// job's latest end is the record to retry from: a later end has a higher
+// id (its job was scheduled after this one ended), whatever the clocks
+// that wrote the finish times, by which the records were listed. A later
+// failure is retried instead; any other later end skips the job.
+func (c *Client) retrySkip(ctx context.Context, rec *history.Record) (*history.Record, string, error) {
 	_, err := c.drv.JobGet(ctx, rec.Entity, rec.Key, rec.Check)
 	switch {
 	case err == nil:
-		return "pending", nil
+		return rec, "pending", nil
 	case !errors.Is(err, ErrNotFound):
-		return "", err
+		return rec, "", err
 	}
-	// A later end has a higher id (its job was scheduled after this one
-	// ended); its finish time is its writer's clock, which may run behind.
-	ends, err := c.drv.HistoryList(ctx, history.Filter{Entity: rec.Entity, Key: rec.Key, Check: rec.Check,
-		Limit: history.LimitMax})
-	if err != nil {
-		return "", err
-	}
-	for _, l := range ends {
-		if l.ID > rec.ID {
-			return "finished again since (" + string(l.Outcome) + ")", nil
+	latest, err := c.drv.HistoryLatest(ctx, rec.Entity, rec.Key, rec.Check)
+	switch {
+	case err != nil:
+		return rec, "", err
+	case latest.ID <= rec.ID:
+		return rec, "", nil
+	case latest.Outcome == history.Failed:
+		if err := retryable(latest); err != nil {
+			return latest, "cannot schedule: " + err.Error(), nil
 		}
+		return latest, "", nil
 	}
-	return "", nil
+	return rec, "finished again since (" + string(latest.Outcome) + ")", nil
 }

@@ -136,6 +136,11 @@ type Driver interface {
 
 	// HistoryList returns history records matching f, newest first.
 	HistoryList(ctx context.Context, f history.Filter) ([]*history.Record, error)
+	// HistoryLatest returns the history record of the job (entity, key,
+	// check) with the highest id: its latest end, whatever the clocks that
+	// wrote the finish times (a job scheduled anew after an end gets a
+	// higher id). ErrNotFound when there is none.
+	HistoryLatest(ctx context.Context, entity, key, check string) (*history.Record, error)
 	// HistoryCounts counts history records per outcome finished at or after since.
 	HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error)
 	// HistoryPrune deletes history records finished before `before`, ledger

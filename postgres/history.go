@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
@@ -78,6 +79,26 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		return nil, fmt.Errorf("list history: %w", interpretError(ctx, err))
 	}
 	return out, nil
+}
+
+// HistoryLatest returns the job's history record with the highest id.
+func (s *Store) HistoryLatest(ctx context.Context, entity, key, check string) (*history.Record, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
+		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+		finished_at, finished_by
+		FROM prescient_history WHERE entity = $1 AND entity_key = $2 AND check_name = $3 ORDER BY id DESC LIMIT 1`,
+		entity, key, check)
+	if err != nil {
+		return nil, fmt.Errorf("latest history of %s/%s/%s: %w", entity, key, check, interpretError(ctx, err))
+	}
+	out, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("latest history of %s/%s/%s: %w", entity, key, check, interpretError(ctx, err))
+	}
+	if len(out) == 0 {
+		return nil, driver.ErrNotFound
+	}
+	return out[0], nil
 }
 
 // troubleSQL is the predicate of the partial index prescient_history_trouble:

@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 )
 
@@ -78,6 +80,22 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		return nil, fmt.Errorf("list history: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// HistoryLatest returns the job's history record with the highest id.
+func (s *Store) HistoryLatest(ctx context.Context, entity, key, check string) (*history.Record, error) {
+	r, err := scanRecord(s.db.QueryRowContext(ctx, `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
+		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+		finished_at, finished_by
+		FROM prescient_history WHERE entity = $1 AND entity_key = $2 AND check_name = $3 ORDER BY id DESC LIMIT 1`,
+		entity, key, check))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, driver.ErrNotFound
+	case err != nil:
+		return nil, fmt.Errorf("latest history of %s/%s/%s: %w", entity, key, check, interpretError(err))
+	}
+	return r, nil
 }
 
 // scanRecord reads one history row.

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -187,5 +188,29 @@ func serverDiffs(t *testing.T, got, want []*driver.Server) {
 			d.val("Positions", got[i].Positions, want[i].Positions)
 		}
 		d.check(t, "server "+want[i].Name)
+	}
+}
+
+// testHistoryLatest: a job's latest end is its record with the highest id,
+// whatever the finish times say (each is its writer's clock).
+func testHistoryLatest(t *testing.T, h *Harness) {
+	first := schedule(t, h, "order", "7", "a", slot(1), "").ID
+	if _, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{Entity: "order", Key: "7", Check: "a", Now: at(2 * time.Hour), By: "api"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	// Scheduled anew and ended by a host whose clock runs an hour behind.
+	second := schedule(t, h, "order", "7", "a", slot(1), "").ID
+	if _, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{Entity: "order", Key: "7", Check: "a", Now: at(time.Hour), By: "api"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if second <= first {
+		t.Fatalf("setup: the job scheduled anew got id %d, not above %d", second, first)
+	}
+	r, err := h.Store.HistoryLatest(t.Context(), "order", "7", "a")
+	if err != nil || r.ID != second || !r.FinishedAt.Equal(at(time.Hour)) {
+		t.Fatalf("latest of order/7/a: %+v, %v; want record %d, finished at %s", r, err, second, at(time.Hour))
+	}
+	if _, err := h.Store.HistoryLatest(t.Context(), "order", "7", "b"); !errors.Is(err, driver.ErrNotFound) {
+		t.Errorf("latest of a job with no history: %v, want ErrNotFound", err)
 	}
 }

@@ -91,6 +91,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"LedgerList", testLedgerList},
 		{"HistoryFilters", testHistoryFilters},
 		{"HistoryCountsAndPrune", testHistoryCountsAndPrune},
+		{"HistoryLatest", testHistoryLatest},
 		{"Servers", testServers},
 		{"TimesUTC", testTimesUTC},
 		{"CallerTxRollback", testCallerTxRollback},
