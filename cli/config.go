@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -1201,7 +1202,9 @@ func (c *Config) Validate() error {
 			}
 			bad("database.url", errors.New(what+" (postgres://user@host:5432/dbname, or key=value settings: host=... dbname=...); "+
 				"SQLite takes a file in database.path instead"))
-		case scheme == nil && !strings.Contains(u, "="):
+		case scheme == nil && (!strings.Contains(u, "=") || urlScheme.MatchString(strings.TrimLeftFunc(u, unicode.IsSpace))):
+			// No settings, or a URL behind spaces, which pgx would read
+			// as one odd key=value setting (its query's "=").
 			bad("database.url", errors.New("is not a PostgreSQL URL (postgres://user@host:5432/dbname, with no space before it) nor key=value settings "+
 				"(host=... dbname=...); SQLite takes a file in database.path instead"))
 		}

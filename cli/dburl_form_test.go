@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,14 +39,19 @@ func TestDatabaseURLFormRefusesWhatPgxRefuses(t *testing.T) {
 	for _, url := range []string{
 		"POSTGRES://app@db.internal/app",
 		" postgres://app@db.internal/app",
+		// With a query, pgx reads such a value as key=value settings, one
+		// odd key before the "=", and connects to the local socket: a URL
+		// behind spaces is refused too (found by a review).
+		" postgres://app@db.internal/app?sslmode=disable",
+		"\tpostgresql://app@db.internal:5432/app?sslmode=require",
 	} {
 		cfg, err := loadConfig(writeConfig(t, "workers: 2\n"), envOf(map[string]string{EnvDatabaseURL: url}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, perr := pgconn.ParseConfig(cfg.Database.URL)
-		if err := cfg.Validate(); perr != nil && err == nil {
-			t.Errorf("database.url %q passes the configuration check, but pgx refuses it: %v", cfg.Database.URL, perr)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "database.url") {
+			pc, perr := pgconn.ParseConfig(cfg.Database.URL)
+			t.Errorf("database.url %q passes the configuration check (pgx: %v, %v)", cfg.Database.URL, pc, perr)
 		}
 	}
 }
