@@ -102,6 +102,44 @@ func (c *Config) checkNames() []string {
 	return names
 }
 
+// ladderChecks replays, as the engine runs it, a job whose first check is
+// at its anchor (on a slot boundary): each check raises the stages due by
+// its slot and asks for the next stage's time, or for horizon ahead when
+// that is further, which the engine rounds up to the grid of res. It
+// returns the first stage the job would reach after maxChecks checks and
+// the check that reaches it, or -1 when every stage is reached within them.
+func ladderChecks(stages []StageConfig, horizon, res time.Duration, maxChecks int) (stage, check int) {
+	at, n := time.Duration(0), 1
+	for i := 0; i < len(stages); n++ {
+		for i < len(stages) && time.Duration(stages[i].After) <= at {
+			i++ // raised at this check
+		}
+		if i == len(stages) {
+			break
+		}
+		if n == maxChecks {
+			// Count on to the check that would reach stage i (bounded,
+			// for a message).
+			for next := at; n < 1_000_000; n++ {
+				next = min(time.Duration(stages[i].After), next+horizon)
+				if res > 0 {
+					next = (next + res - 1) / res * res
+				}
+				if next >= time.Duration(stages[i].After) {
+					return i, n + 1
+				}
+			}
+			return i, n
+		}
+		next := min(time.Duration(stages[i].After), at+horizon)
+		if res > 0 {
+			next = (next + res - 1) / res * res
+		}
+		at = next
+	}
+	return -1, 0
+}
+
 // checksErrors returns what is wrong with the checks section without a
 // database, each a *ConfigError naming the key path and its line: the spec
 // (sqlcheck.Spec.Validate), a stage without after, a guard or batch size
@@ -140,24 +178,10 @@ func (c *Config) checksErrors() []error {
 			maxChecks, maxKey = cc.Guards.MaxChecks, base+".guards.max_checks"
 		}
 		if horizon > 0 && maxChecks > 0 {
-			// A check asks for slot+horizon, which the engine rounds up
-			// to the grid: a job moves that far at a time.
-			step := horizon
-			if res := time.Duration(c.Slots.Resolution); res > 0 {
-				step = (horizon + res - 1) / res * res
-			}
-			needed, prev := 1, time.Duration(0)
-			for i, st := range cc.Stages {
-				if gap := time.Duration(st.After) - prev; gap > 0 {
-					needed += int((gap + step - 1) / step)
-				}
-				prev = time.Duration(st.After)
-				if needed > maxChecks {
-					bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is reached at the job's check %d, one every %s (%s) at most "+
-						"from the anchor: more than %s (%d), so its jobs would end guard_max_checks first; raise %s or %s",
-						needed, horizon, horizonKey, maxKey, maxChecks, horizonKey, maxKey))
-					break
-				}
+			if i, n := ladderChecks(cc.Stages, horizon, time.Duration(c.Slots.Resolution), maxChecks); i >= 0 {
+				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is reached at the job's check %d at the earliest (each check asks "+
+					"for the next stage, or %s (%s) ahead at most, rounded up to the slots): more than %s (%d), so its jobs would end "+
+					"guard_max_checks first; raise %s or %s", n, horizon, horizonKey, maxKey, maxChecks, horizonKey, maxKey))
 			}
 		}
 		if written("batch_size") && cc.BatchSize == 0 {

@@ -122,10 +122,12 @@ func TestDeclaredConfigErrors(t *testing.T) {
 		// Stages further apart than the horizon are reached one horizon at a
 		// time, each check counted against max_checks (found by a review).
 		{"stages beyond max_checks at the horizon's pace", head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 100h, event: b}]\n" +
-			"    guards: {horizon: 24h, max_checks: 3}\n", ":6: checks.c.stages[1].after: is reached at the job's check 6, one every 24h0m0s (checks.c.guards.horizon) " +
-			"at most from the anchor: more than checks.c.guards.max_checks (3), so its jobs would end guard_max_checks first"},
+			"    guards: {horizon: 24h, max_checks: 3}\n", ":6: checks.c.stages[1].after: is reached at the job's check 6 at the earliest (each check asks " +
+			"for the next stage, or 24h0m0s (checks.c.guards.horizon) ahead at most, rounded up to the slots): more than checks.c.guards.max_checks (3), " +
+			"so its jobs would end guard_max_checks first"},
 		{"stages beyond the server's max_checks", "guards: {horizon: 1h}\n" + head + "    stages: [{after: 3h, event: a}, {after: 168h, event: b}]\n",
-			":6: checks.c.stages[1].after: is reached at the job's check 169, one every 1h0m0s (guards.horizon) at most from the anchor: more than guards.max_checks (100)"},
+			":6: checks.c.stages[1].after: is reached at the job's check 169 at the earliest (each check asks for the next stage, or 1h0m0s (guards.horizon) " +
+			"ahead at most, rounded up to the slots): more than guards.max_checks (100)"},
 		{"sink not configured", head + "    stages: [{after: 0s, event: a}]\n    sinks: [ops]\n", `:6: checks.c.sinks[0]: no sink named "ops" is configured (configured: none)`},
 		{"await twice", head + "    stages: [{after: 0s, event: a}]\n    awaits: [shipped, shipped]\n", `:6: checks.c.awaits[1]: "shipped" is listed twice`},
 	}
@@ -396,8 +398,18 @@ func TestDeclaredStagesFurtherApartThanTheHorizonLoad(t *testing.T) {
 		// horizon moves a job 30m at a time, so 0s and 60m take 3 checks
 		// (at first counted as 4 and refused; found by a review).
 		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 60m, event: b}]\n    guards: {horizon: 20m, max_checks: 3}\n",
+		// Each check asks for the next stage when it is within the horizon,
+		// and jumps to the slot that rounds up to: 0s, 35m, 70m on 15m slots
+		// with a 20m horizon are checked at 0, 30m, 45m and 75m; 0s, 5m, 10m
+		// at 0 and 15m (at first counted by gaps, 5 and 3, and refused).
+		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 35m, event: b}, {after: 70m, event: c}]\n    guards: {horizon: 20m, max_checks: 4}\n",
+		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 5m, event: b}, {after: 10m, event: c}]\n    guards: {horizon: 15m, max_checks: 2}\n",
 	} {
-		if _, err := loadConfig(writeConfig(t, body), noEnv); err != nil {
+		cfg, err := loadConfig(writeConfig(t, body), noEnv)
+		if err == nil {
+			err = cfg.Validate() // loadConfig alone does not judge the checks section
+		}
+		if err != nil {
 			t.Errorf("load\n%s: %v", body, err)
 		}
 	}
