@@ -127,7 +127,7 @@ func TestDeclaredConfigErrors(t *testing.T) {
 			"so its jobs would end guard_max_checks first"},
 		{"stages beyond the server's max_checks", "guards: {horizon: 1h}\n" + head + "    stages: [{after: 3h, event: a}, {after: 168h, event: b}]\n",
 			":6: checks.c.stages[1].after: is reached at the job's check 169 at the earliest (each check asks for the next stage, or 1h0m0s (guards.horizon) " +
-			"ahead at most, rounded up to the slots): more than guards.max_checks (100)"},
+				"ahead at most, rounded up to the slots): more than guards.max_checks (100)"},
 		{"sink not configured", head + "    stages: [{after: 0s, event: a}]\n    sinks: [ops]\n", `:6: checks.c.sinks[0]: no sink named "ops" is configured (configured: none)`},
 		{"await twice", head + "    stages: [{after: 0s, event: a}]\n    awaits: [shipped, shipped]\n", `:6: checks.c.awaits[1]: "shipped" is listed twice`},
 	}
