@@ -26,7 +26,12 @@
 // Every other writer waits at most Opts.BusyTimeout and then fails with
 // "database is locked": an application's Schedule, Cancel or Resolve (or a
 // transaction begun on DB()) may wait that long behind a running check. So
-// keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout.
+// keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout. In
+// the server's own process a writer waits for the group running now only;
+// one in another process waits through SQLite's busy handler, which polls,
+// and as the server hands the lock from one group to the next at once, it
+// may wait for the server's whole run of groups: give it a busy timeout
+// that covers a slot's groups, or use PostgreSQL for several writers.
 // A check must not write through the store outside the transaction it is
 // handed: that write would wait for the lock its own batch holds, up to the
 // busy timeout, and fail.
