@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -1202,9 +1201,10 @@ func (c *Config) Validate() error {
 			}
 			bad("database.url", errors.New(what+" (postgres://user@host:5432/dbname, or key=value settings: host=... dbname=...); "+
 				"SQLite takes a file in database.path instead"))
-		case scheme == nil && (!strings.Contains(u, "=") || urlScheme.MatchString(strings.TrimLeftFunc(u, unicode.IsSpace))):
-			// No settings, or a URL behind spaces, which pgx would read
-			// as one odd key=value setting (its query's "=").
+		case scheme == nil && !keyValueStart.MatchString(u):
+			// Not settings: a URL behind spaces, or of another form
+			// (jdbc:postgresql://…), which pgx would read as one odd
+			// key=value setting (its query's "=").
 			bad("database.url", errors.New("is not a PostgreSQL URL (postgres://user@host:5432/dbname, with no space before it) nor key=value settings "+
 				"(host=... dbname=...); SQLite takes a file in database.path instead"))
 		}
@@ -1437,6 +1437,10 @@ func (c *Config) Line(key string) int { return c.lines[key] }
 // urlScheme matches the scheme of a value written as a URL (as pgx tells a
 // URL from key=value settings: by its start).
 var urlScheme = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// keyValueStart matches the start of key=value settings: a keyword, then
+// "=".
+var keyValueStart = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
 
 // engineError drops the engine's "config: " prefix, the key path says it
 // better, and keeps the error chain (errors.Is(err, slots.ErrUnowned)).

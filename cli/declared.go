@@ -121,7 +121,7 @@ func ladderChecks(stages []StageConfig, horizon, res time.Duration, maxChecks in
 			// Count on to the check that would reach stage i (bounded,
 			// for a message).
 			for next := at; n < 1_000_000; n++ {
-				next = min(time.Duration(stages[i].After), next+horizon)
+				next = ladderNext(time.Duration(stages[i].After), next, horizon)
 				if res > 0 {
 					next = (next + res - 1) / res * res
 				}
@@ -131,13 +131,23 @@ func ladderChecks(stages []StageConfig, horizon, res time.Duration, maxChecks in
 			}
 			return i, n
 		}
-		next := min(time.Duration(stages[i].After), at+horizon)
+		next := ladderNext(time.Duration(stages[i].After), at, horizon)
 		if res > 0 {
 			next = (next + res - 1) / res * res
 		}
 		at = next
 	}
 	return -1, 0
+}
+
+// ladderNext is the time a check at at asks for, the next stage being at
+// stage: the stage's time, or at+horizon when that is sooner (a horizon of
+// 0 or less sets no limit).
+func ladderNext(stage, at, horizon time.Duration) time.Duration {
+	if horizon <= 0 {
+		return stage
+	}
+	return min(stage, at+horizon)
 }
 
 // checksErrors returns what is wrong with the checks section without a
@@ -177,11 +187,15 @@ func (c *Config) checksErrors() []error {
 		if written("guards.max_checks") {
 			maxChecks, maxKey = cc.Guards.MaxChecks, base+".guards.max_checks"
 		}
-		if horizon > 0 && maxChecks > 0 {
+		if maxChecks > 0 {
 			if i, n := ladderChecks(cc.Stages, horizon, time.Duration(c.Slots.Resolution), maxChecks); i >= 0 {
+				how, raise := fmt.Sprintf("or %s (%s) ahead at most, ", horizon, horizonKey), horizonKey+" or "+maxKey
+				if horizon <= 0 {
+					how, raise = "", maxKey
+				}
 				bad(fmt.Sprintf("%s.stages[%d].after", base, i), fmt.Errorf("is reached at the job's check %d at the earliest (each check asks "+
-					"for the next stage, or %s (%s) ahead at most, rounded up to the slots): more than %s (%d), so its jobs would end "+
-					"guard_max_checks first; raise %s or %s", n, horizon, horizonKey, maxKey, maxChecks, horizonKey, maxKey))
+					"for the next stage, %srounded up to the slots): more than %s (%d), so its jobs would end "+
+					"guard_max_checks first; raise %s", n, how, maxKey, maxChecks, raise))
 			}
 		}
 		if written("batch_size") && cc.BatchSize == 0 {
