@@ -70,23 +70,16 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 		at = c.now() // Schedule moves it to the next slot
 	}
 	res := &RetryResult{Retried: []*RetriedJob{}, Skipped: []*RetriedJob{}}
-	// An identity's latest failed record is its highest id, not its latest
-	// finish time: each time is the clock of whoever ended the job, while a
-	// job scheduled anew after an end always gets a higher id.
+	// One record per job: retrySkip moves to the job's latest end, whatever
+	// the finish times the records were listed by.
 	type identity struct{ entity, key, check string }
-	latest := map[identity]*history.Record{}
-	var order []identity // as listed: newest first
+	seen := map[identity]bool{}
 	for _, rec := range failed {
 		id := identity{rec.Entity, rec.Key, rec.Check}
-		if l, ok := latest[id]; !ok {
-			order = append(order, id)
-			latest[id] = rec
-		} else if rec.ID > l.ID {
-			latest[id] = rec
+		if seen[id] {
+			continue
 		}
-	}
-	for _, id := range order {
-		rec := latest[id]
+		seen[id] = true
 		r := &RetriedJob{Failed: rec}
 		if err := retryable(rec); err != nil {
 			// One record that cannot be scheduled (a name or key an older

@@ -107,37 +107,28 @@ func (c *Config) checkNames() []string {
 // its slot and asks for the next stage's time, or for horizon ahead when
 // that is further, which the engine rounds up to the grid of res. It
 // returns the first stage the job would reach after maxChecks checks and
-// the check that reaches it, or -1 when every stage is reached within them.
+// the check that reaches it (counted on, up to a million, for a message),
+// or -1 when every stage is reached within them.
 func ladderChecks(stages []StageConfig, horizon, res time.Duration, maxChecks int) (stage, check int) {
-	at, n := time.Duration(0), 1
-	for i := 0; i < len(stages); n++ {
+	at, i, late := time.Duration(0), 0, -1
+	for n := 1; n <= 1_000_000; n++ {
 		for i < len(stages) && time.Duration(stages[i].After) <= at {
 			i++ // raised at this check
 		}
-		if i == len(stages) {
-			break
+		switch {
+		case late >= 0 && i > late:
+			return late, n
+		case i == len(stages):
+			return -1, 0
+		case n == maxChecks:
+			late = i
 		}
-		if n == maxChecks {
-			// Count on to the check that would reach stage i (bounded,
-			// for a message).
-			for next := at; n < 1_000_000; n++ {
-				next = ladderNext(time.Duration(stages[i].After), next, horizon)
-				if res > 0 {
-					next = (next + res - 1) / res * res
-				}
-				if next >= time.Duration(stages[i].After) {
-					return i, n + 1
-				}
-			}
-			return i, n
-		}
-		next := ladderNext(time.Duration(stages[i].After), at, horizon)
+		at = ladderNext(time.Duration(stages[i].After), at, horizon)
 		if res > 0 {
-			next = (next + res - 1) / res * res
+			at = (at + res - 1) / res * res
 		}
-		at = next
 	}
-	return -1, 0
+	return late, 1_000_000
 }
 
 // ladderNext is the time a check at at asks for, the next stage being at
