@@ -26,22 +26,27 @@
 // Every other writer waits at most Opts.BusyTimeout and then fails with
 // "database is locked": an application's Schedule, Cancel or Resolve (or a
 // transaction begun on DB()) may wait that long behind a running check. So
-// keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout. In
-// the server's own process a writer waits for the group running now only;
-// one in another process waits through SQLite's busy handler, which polls,
-// and as the server hands the lock from one group to the next at once, it
-// may wait for the server's whole run of groups: give it a busy timeout
-// that covers a slot's groups, or use PostgreSQL for several writers.
+// keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout. A
+// writer waits for the group running now only, not for the groups queued
+// behind it, in the server's process and in others: every Store that opens
+// the file queues its writes through a lock file beside it (the database's
+// path with "-queue" added; see WriteTx for an application's own
+// transactions). A transaction begun on DB(), and a writer that does not use
+// this package, waits in SQLite's busy handler alone, which polls: as the
+// server hands the lock from one group to the next at once, it may wait for
+// the server's whole run of groups, so give it a busy timeout that covers a
+// slot's groups, or use PostgreSQL for several writers.
 // A check must not write through the store outside the transaction it is
 // handed: that write would wait for the lock its own batch holds, up to the
 // busy timeout, and fail.
 //
 // # Transactions
 //
-// Methods that take tx accept a *sql.Tx begun on DB(); anything else is an
-// error wrapping driver.ErrTxType. DB() begins transactions with BEGIN
+// Methods that take tx accept a *sql.Tx begun on DB() or handed by WriteTx;
+// anything else is an error wrapping driver.ErrTxType. Both begin with BEGIN
 // IMMEDIATE, so that an application's "order placed" and "check scheduled"
-// commit together without lock upgrades. SQLite has no SQL functions callable
+// commit together without lock upgrades; WriteTx's transaction also waits
+// its turn in the write queue. SQLite has no SQL functions callable
 // from other languages' transactions: the SQL API of the PostgreSQL store
 // (prescient_schedule, prescient_cancel, prescient_resolve) is PostgreSQL-only.
 //

@@ -66,6 +66,10 @@ type Store struct {
 	// writers counts the writes other than processing transactions that are
 	// waiting for wlock: processing transactions let them go first.
 	writers atomic.Int32
+	// queue orders the writes of this Store against those of other
+	// processes (see queue): a write holds it from before its BEGIN until
+	// SQLite has given it the lock, after wlock.
+	queue *queue
 }
 
 var _ driver.Driver = (*Store)(nil)
@@ -126,7 +130,7 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: journal mode is %q, want wal (is the file system local?)", path, mode)
 	}
-	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1)}, nil
+	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1), queue: newQueue(path)}, nil
 }
 
 // ErrNotWritable is the error Open and Migrate return (wrapped, with the
@@ -179,7 +183,10 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Path() string { return s.path }
 
 // Close closes the store's connections.
-func (s *Store) Close() { s.db.Close() }
+func (s *Store) Close() {
+	s.db.Close()
+	s.queue.close()
+}
 
 // lockWrite takes the in-process write lock, waiting at most limit (the busy
 // timeout: SQLite's own wait would give up then too), or as long as ctx
@@ -224,15 +231,22 @@ func (s *Store) lockWrite(ctx context.Context, limit time.Duration) (func(), err
 	}
 }
 
-// begin takes the in-process write lock and begins an IMMEDIATE transaction.
-// The returned function rolls back (a no-op after a commit) and releases the
-// lock.
+// begin takes the in-process write lock, waits its turn in the write queue
+// of every process (each wait at most the busy timeout), and begins an
+// IMMEDIATE transaction. The returned function rolls back (a no-op after a
+// commit) and releases the lock.
 func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
 	unlock, err := s.lockWrite(ctx, s.busy)
 	if err != nil {
 		return nil, nil, err
 	}
+	leave, err := s.queue.enter(ctx, s.busy)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
+	leave()
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -275,6 +289,32 @@ func (s *Store) inTx(ctx context.Context, tx any, fn func(*sql.Tx) error) error 
 		return err
 	}
 	return t.Commit()
+}
+
+// WriteTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it
+// when fn returns nil; otherwise it rolls back and returns fn's error. The
+// transaction waits its turn with this Store's own writes and with those of
+// other processes that open the file (each wait at most the busy timeout),
+// as the Store's own writes do. Begin an application's transaction here
+// rather than on DB() when it writes beside a running server, for example to
+// schedule a check (Client.ScheduleTx) in the transaction that places the
+// order: one begun on DB() waits in SQLite's busy handler alone, which
+// polls, and may wait for the server's whole run of groups of checks
+// instead of the group running now. fn must not write through the Store
+// outside tx: that write would wait for tx's own turn.
+func (s *Store) WriteTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, end, err := s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin a write transaction: %w", interpretError(err))
+	}
+	defer end()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit a write transaction: %w", interpretError(err))
+	}
+	return nil
 }
 
 // GridSave records the slot grid in prescient_settings, replacing any grid

@@ -67,10 +67,21 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 		unlock()
 		return nil, fmt.Errorf("begin: %w", err)
 	}
+	// Its turn in the write queue of every process, for as long as ctx
+	// lasts, as for the in-process lock.
+	leave, err := s.queue.enter(ctx, 0)
+	if err != nil {
+		_ = setRollbackHook(conn, nil)
+		conn.Close()
+		unlock()
+		return nil, fmt.Errorf("begin: %w", err)
+	}
 	// database/sql rolls a transaction back when its BeginTx context ends;
 	// this one ends by Commit or Rollback alone, so that a group cut short by
 	// shutdown still commits the checks that finished.
-	if t.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil); err != nil {
+	t.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil)
+	leave()
+	if err != nil {
 		_ = setRollbackHook(conn, nil)
 		conn.Close()
 		unlock()
