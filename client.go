@@ -88,6 +88,9 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if err := c.validateFor(drv.Features()); err != nil {
 		return nil, err
 	}
+	if drv.Features().MultiHost {
+		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, beginLimit: c.ServerTimeout + c.Guards.Runtime + c.GroupDuration}
+	}
 	return &Client{
 		cfg:     c,
 		store:   store,

@@ -73,7 +73,10 @@ type Config struct {
 	// ServerTimeout is how long after its last heartbeat a server counts as
 	// gone: its positions move to the others, which catch up the slots it
 	// left incomplete. It must exceed twice Heartbeat. Default
-	// ServerTimeoutDefault.
+	// ServerTimeoutDefault. On a database server (PostgreSQL) it also bounds
+	// each statement of the engine's own protocol, and a heartbeat gives up
+	// after half of it, so that a primary that hangs cannot hold a firing
+	// for longer (see docs/ha.md).
 	ServerTimeout time.Duration
 	// Checks holds the registered checks. Default: an empty registry (the
 	// client can still schedule, cancel and resolve).
