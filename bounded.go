@@ -101,7 +101,9 @@ func (t *boundedTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks
 
 func (t *boundedTx) Release(ctx context.Context) error { return within0(ctx, t.limit, t.Tx.Release) }
 
-func (t *boundedTx) RollbackTo(ctx context.Context) error { return within0(ctx, t.limit, t.Tx.RollbackTo) }
+func (t *boundedTx) RollbackTo(ctx context.Context) error {
+	return within0(ctx, t.limit, t.Tx.RollbackTo)
+}
 
 func (t *boundedTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
 	return within0(ctx, t.limit, func(ctx context.Context) error { return t.Tx.Apply(ctx, p) })
