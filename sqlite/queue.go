@@ -31,7 +31,8 @@ import (
 // file locks, Stores write as they did before it existed.
 type queue struct {
 	path string
-	once sync.Once
+	mu   sync.Mutex
+	done bool     // the lock file was opened, or could not be, or the queue closed
 	f    *os.File // nil: no queue (see above)
 }
 
@@ -47,15 +48,24 @@ func newQueue(dbPath string) *queue { return &queue{path: dbPath + queueSuffix} 
 // permissions (as SQLite creates its -wal and -shm files), and returns it,
 // or nil when it cannot be opened.
 func (q *queue) file() *os.File {
-	q.once.Do(func() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.done {
+		q.done = true
 		mode := os.FileMode(0o644)
 		if fi, err := os.Stat(q.path[:len(q.path)-len(queueSuffix)]); err == nil {
 			mode = fi.Mode().Perm()
 		}
-		if f, err := os.OpenFile(q.path, os.O_RDWR|os.O_CREATE, mode); err == nil {
+		f, err := os.OpenFile(q.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
+		if err == nil {
+			_ = f.Chmod(mode) // past the umask, as SQLite does for its files
+		} else {
+			f, err = os.OpenFile(q.path, os.O_RDWR, 0)
+		}
+		if err == nil {
 			q.f = f
 		}
-	})
+	}
 	return q.f
 }
 
@@ -93,9 +103,13 @@ func (q *queue) enter(ctx context.Context, limit time.Duration) (leave func(), e
 	}
 }
 
-// close closes the lock file, if it was opened.
+// close closes the lock file, if a write opened it (a Store that only
+// read leaves none behind).
 func (q *queue) close() {
-	if f := q.file(); f != nil {
-		f.Close()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.done = true
+	if q.f != nil {
+		q.f.Close()
 	}
 }
