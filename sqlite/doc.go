@@ -29,9 +29,11 @@
 // keep guards.runtime below Opts.BusyTimeout, or raise the busy timeout. A
 // writer waits for the group running now only, not for the groups queued
 // behind it, in the server's process and in others: every Store that opens
-// the file queues its writes through a lock file beside it (the database's
-// path with "-queue" added; see WriteTx for an application's own
-// transactions). A transaction begun on DB(), and a writer that does not use
+// the file says that it waits through a lock file beside it (the database's
+// path with "-queue" added), and a server's next group lets it go first
+// (see WriteTx for an application's own transactions). With two servers on
+// one file, a server's own writes may wait for two groups, the other's and
+// its own. A transaction begun on DB(), and a writer that does not use
 // this package, waits in SQLite's busy handler alone, which polls: as the
 // server hands the lock from one group to the next at once, it may wait for
 // the server's whole run of groups, so give it a busy timeout that covers a

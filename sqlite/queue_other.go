@@ -7,7 +7,9 @@ import (
 	"os"
 )
 
-// tryLockFile: this platform has no file locks, so there is no queue.
-func tryLockFile(*os.File) (bool, error) { return false, errors.ErrUnsupported }
+// lockFile: this platform has no file locks, so there is no queue.
+func lockFile(*os.File, bool) (bool, error) { return false, errors.ErrUnsupported }
 
 func unlockFile(*os.File) {}
+
+func ownLike(*os.File, os.FileInfo) {}

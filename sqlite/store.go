@@ -66,9 +66,8 @@ type Store struct {
 	// writers counts the writes other than processing transactions that are
 	// waiting for wlock: processing transactions let them go first.
 	writers atomic.Int32
-	// queue orders the writes of this Store against those of other
-	// processes (see queue): a write holds it from before its BEGIN until
-	// SQLite has given it the lock, after wlock.
+	// queue lets the writes of other processes go before this Store's
+	// processing transactions (see queue).
 	queue *queue
 }
 
@@ -231,22 +230,17 @@ func (s *Store) lockWrite(ctx context.Context, limit time.Duration) (func(), err
 	}
 }
 
-// begin takes the in-process write lock, waits its turn in the write queue
-// of every process (each wait at most the busy timeout), and begins an
-// IMMEDIATE transaction. The returned function rolls back (a no-op after a
+// begin takes the in-process write lock and begins an IMMEDIATE
+// transaction, announcing in the write queue that it waits (see queue). The returned function rolls back (a no-op after a
 // commit) and releases the lock.
 func (s *Store) begin(ctx context.Context) (*sql.Tx, func(), error) {
 	unlock, err := s.lockWrite(ctx, s.busy)
 	if err != nil {
 		return nil, nil, err
 	}
-	leave, err := s.queue.enter(ctx, s.busy)
-	if err != nil {
-		unlock()
-		return nil, nil, err
-	}
+	leave := s.queue.announce()
 	tx, err := s.db.BeginTx(ctx, nil)
-	leave()
+	leave(err == nil)
 	if err != nil {
 		unlock()
 		return nil, nil, err
@@ -293,9 +287,9 @@ func (s *Store) inTx(ctx context.Context, tx any, fn func(*sql.Tx) error) error 
 
 // WriteTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it
 // when fn returns nil; otherwise it rolls back and returns fn's error. The
-// transaction waits its turn with this Store's own writes and with those of
-// other processes that open the file (each wait at most the busy timeout),
-// as the Store's own writes do. Begin an application's transaction here
+// transaction waits its turn with this Store's own writes, and a server's
+// groups of checks in other processes that open the file let it go first,
+// as they do the Store's own writes (each wait at most the busy timeout). Begin an application's transaction here
 // rather than on DB() when it writes beside a running server, for example to
 // schedule a check (Client.ScheduleTx) in the transaction that places the
 // order: one begun on DB() waits in SQLite's busy handler alone, which

@@ -67,20 +67,19 @@ func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
 		unlock()
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	// Its turn in the write queue of every process, for as long as ctx
-	// lasts, as for the in-process lock.
-	leave, err := s.queue.enter(ctx, 0)
-	if err != nil {
+	// The writes other processes wait with go first (see queue).
+	if err := s.queue.yield(ctx, yieldMax); err != nil {
 		_ = setRollbackHook(conn, nil)
 		conn.Close()
 		unlock()
 		return nil, fmt.Errorf("begin: %w", err)
 	}
+	leave := s.queue.announce()
 	// database/sql rolls a transaction back when its BeginTx context ends;
 	// this one ends by Commit or Rollback alone, so that a group cut short by
 	// shutdown still commits the checks that finished.
 	t.tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil)
-	leave()
+	leave(err == nil)
 	if err != nil {
 		_ = setRollbackHook(conn, nil)
 		conn.Close()
