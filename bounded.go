@@ -29,13 +29,18 @@ import (
 // history, whose statements may legitimately run long on a large backlog,
 // nor the calls an application makes through the Client.
 //
-// Begin may also wait for a pool connection, which a running group holds
-// for up to its checks' runtime guard and GroupDuration, so it is bounded
-// by that much more (beginLimit): a pool smaller than Workers (which the
-// client warns of) still makes groups wait, not fail.
+// A call that takes a pool connection may also wait for one, which a
+// running group holds for up to its checks' runtime guard and
+// GroupDuration (when the pool is no larger than Workers, which the client
+// warns of, or behind a pooler with fewer server connections), so such
+// calls are bounded by that much more (waitLimit): they wait for a
+// connection, not fail. Only the statements of a transaction that holds its
+// connection (claim, decisions, commit, rollback) are bounded by limit
+// alone. The savepoints' ends are not bounded: PostgreSQL's store sends
+// them with the next statement, which is.
 type boundedDriver struct {
 	driver.Driver
-	limit, beginLimit time.Duration
+	limit, waitLimit time.Duration
 }
 
 // within runs f under ctx bounded by limit, and says so in its error when
@@ -56,7 +61,7 @@ func within0(ctx context.Context, limit time.Duration, f func(context.Context) e
 }
 
 func (d *boundedDriver) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := within(ctx, d.beginLimit, d.Driver.Begin)
+	tx, err := within(ctx, d.waitLimit, d.Driver.Begin)
 	if err != nil {
 		return nil, err
 	}
@@ -64,27 +69,35 @@ func (d *boundedDriver) Begin(ctx context.Context) (driver.Tx, error) {
 }
 
 func (d *boundedDriver) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
-	return within(ctx, d.limit, func(ctx context.Context) ([]*driver.DueJob, error) { return d.Driver.JobsDue(ctx, p) })
+	return within(ctx, d.waitLimit, func(ctx context.Context) ([]*driver.DueJob, error) { return d.Driver.JobsDue(ctx, p) })
 }
 
 func (d *boundedDriver) AttemptStart(ctx context.Context, p *driver.AttemptStartParams) (int64, error) {
-	return within(ctx, d.limit, func(ctx context.Context) (int64, error) { return d.Driver.AttemptStart(ctx, p) })
+	return within(ctx, d.waitLimit, func(ctx context.Context) (int64, error) { return d.Driver.AttemptStart(ctx, p) })
 }
 
 func (d *boundedDriver) AttemptEnd(ctx context.Context, id int64) error {
-	return within0(ctx, d.limit, func(ctx context.Context) error { return d.Driver.AttemptEnd(ctx, id) })
+	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.AttemptEnd(ctx, id) })
 }
 
 func (d *boundedDriver) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
-	return within(ctx, d.limit, d.Driver.AttemptsLeft)
+	return within(ctx, d.waitLimit, d.Driver.AttemptsLeft)
 }
 
 func (d *boundedDriver) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
-	return within0(ctx, d.limit, func(ctx context.Context) error { return d.Driver.SlotStart(ctx, r) })
+	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.SlotStart(ctx, r) })
+}
+
+func (d *boundedDriver) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driver.SlotRecord, error) {
+	return within(ctx, d.waitLimit, func(ctx context.Context) ([]*driver.SlotRecord, error) { return d.Driver.SlotList(ctx, p) })
+}
+
+func (d *boundedDriver) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
+	return within(ctx, d.waitLimit, d.Driver.CatalogList)
 }
 
 func (d *boundedDriver) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
-	return within0(ctx, d.limit, func(ctx context.Context) error { return d.Driver.SlotFinish(ctx, r) })
+	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.SlotFinish(ctx, r) })
 }
 
 // A boundedTx bounds the engine's own statements of a processing
@@ -97,12 +110,6 @@ type boundedTx struct {
 func (t *boundedTx) Claim(ctx context.Context, p *driver.ClaimParams) ([]*checks.Job, error) {
 	// A claim that waits for locks may take LockWait on top.
 	return within(ctx, t.limit+max(p.LockWait, 0), func(ctx context.Context) ([]*checks.Job, error) { return t.Tx.Claim(ctx, p) })
-}
-
-func (t *boundedTx) Release(ctx context.Context) error { return within0(ctx, t.limit, t.Tx.Release) }
-
-func (t *boundedTx) RollbackTo(ctx context.Context) error {
-	return within0(ctx, t.limit, t.Tx.RollbackTo)
 }
 
 func (t *boundedTx) Apply(ctx context.Context, p *driver.ApplyParams) error {
