@@ -11,13 +11,14 @@ import (
 
 // A boundedDriver bounds the statements of the engine's own protocol on a
 // database server (a store whose Features say MultiHost): each gives up
-// after limit, ServerTimeout. A primary that hangs (a stuck disk, a paused
+// after limit, ServerTimeout (pgx then asks the server to cancel it, and
+// closes the connection when no answer comes within 5 s more). A primary that hangs (a stuck disk, a paused
 // VM, a host partitioned away without a reset) keeps its connections open
 // and answers nothing; without a bound, a group whose checks had run waited
 // for its decisions or its commit until TCP gave up on the connection (from
 // about 15 minutes to never), holding the firing of its slot and, on a
-// single server, every later slot. With it, the statement fails, pgx drops
-// the connection, the group fails as on a lost connection (its writes never
+// single server, every later slot. With it, the statement fails, pgx closes
+// the connection to the host that does not answer, the group fails as on a lost connection (its writes never
 // committed, or, for a commit cut off in doubt, committed whole: the engine
 // re-applies only to jobs still due, see recover), and the next connection
 // may reach a new primary. By then the other servers count this one as gone
@@ -27,7 +28,8 @@ import (
 // The checks' own statements are not bounded here: each check's context
 // ends with its runtime guard. Neither are the sweep and the pruning of
 // history, whose statements may legitimately run long on a large backlog,
-// nor the calls an application makes through the Client.
+// nor the calls an application makes through the Client other than those
+// that run the engine (FireSlot, Tick).
 //
 // A call that takes a pool connection may also wait for one, which a
 // running group holds for up to its checks' runtime guard and

@@ -74,9 +74,10 @@ type Config struct {
 	// gone: its positions move to the others, which catch up the slots it
 	// left incomplete. It must exceed twice Heartbeat. Default
 	// ServerTimeoutDefault. On a database server (PostgreSQL) it also bounds
-	// each statement of the engine's own protocol, and a heartbeat gives up
-	// after half of it, so that a primary that hangs cannot hold a firing
-	// for longer (see docs/ha.md).
+	// each statement of the engine's own protocol (more for a call that may
+	// wait for a pool connection), and a heartbeat gives up after half of
+	// it, so that a primary that hangs holds a firing for a few such bounds
+	// rather than until TCP gives up (see docs/ha.md).
 	ServerTimeout time.Duration
 	// Checks holds the registered checks. Default: an empty registry (the
 	// client can still schedule, cancel and resolve).
