@@ -2,7 +2,6 @@ package prescient_test
 
 import (
 	"context"
-	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -11,8 +10,6 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/history"
-	"github.com/prescient-dev/prescient/internal/pgtest"
-	"github.com/prescient-dev/prescient/postgres"
 )
 
 // docs/ha.md: a primary that hangs (connections open, nothing answered)
@@ -28,39 +25,7 @@ import (
 // the job once, on the writable host.
 func TestHungPrimaryEndsTheFiringWithinTheServerTimeout(t *testing.T) {
 	ctx := context.Background()
-	base, schema := pgtest.Schema(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startFreezeProxy(t, u.Host)
-	multi := *u
-	multi.Host = "127.0.0.1:" + proxy.port() + "," + u.Host // the primary that hangs first, then the writable one
-	q := multi.Query()
-	q.Set("target_session_attrs", "read-write")
-	q.Set("connect_timeout", "2")
-	multi.RawQuery = q.Encode()
-	s, err := postgres.Open(ctx, multi.String(), &postgres.Opts{Schema: schema, MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	direct, err := postgres.Open(ctx, base, &postgres.Opts{Schema: schema, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	h := newHarness(t, s,
-		func(sql string, args ...any) (n int, err error) {
-			return n, direct.Pool().QueryRow(ctx, sql, args...).Scan(&n)
-		},
-		func(sql string, args ...any) error {
-			_, err := direct.Pool().Exec(ctx, sql, args...)
-			return err
-		})
+	h, _, proxy, schema := openHungStore(t, 8)
 
 	ran := make(chan struct{}, 10)
 	frozen := make(chan struct{})

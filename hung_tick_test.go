@@ -16,8 +16,8 @@ import (
 )
 
 // openHungStore opens a store whose multi-host URL names a freezeProxy first
-// (the primary that will hang) and the test database directly second, as
-// hung_firing_test.go does, and a harness whose queries go to the database
+// (the primary that will hang) and the test database directly second,
+// and a harness whose queries go to the database
 // directly. The proxy is closed before the store, so that a call still stuck
 // on it cannot hold the store's Close (and the test) forever.
 func openHungStore(t *testing.T, maxConns int32) (*harness, *postgres.Store, *freezeProxy, string) {
