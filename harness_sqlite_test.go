@@ -16,8 +16,16 @@ func init() {
 // scenario tables beside prescient's.
 func openSQLite(t testing.TB) *harness {
 	t.Helper()
+	h, _ := openSQLiteFile(t, filepath.Join(t.TempDir(), "prescient.db"), nil)
+	return h
+}
+
+// openSQLiteFile opens a migrated store on path with opts, closed when the
+// test ends, with the scenario tables beside prescient's.
+func openSQLiteFile(t testing.TB, path string, opts *sqlite.Opts) (*harness, *sqlite.Store) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), nil)
+	s, err := sqlite.Open(ctx, path, opts)
 	if err != nil {
 		t.Fatalf("open sqlite store: %v", err)
 	}
@@ -32,5 +40,5 @@ func openSQLite(t testing.TB) *harness {
 		func(sql string, args ...any) error {
 			_, err := s.DB().ExecContext(ctx, sql, args...)
 			return err
-		})
+		}), s
 }

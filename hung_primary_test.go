@@ -120,6 +120,51 @@ func (p *freezeProxy) close() {
 	}
 }
 
+// openHungStore opens a store whose multi-host URL names a freezeProxy first
+// (the primary that will hang) and the test database directly second,
+// and a harness whose queries go to the database
+// directly. The proxy is closed before the store, so that a call still stuck
+// on it cannot hold the store's Close (and the test) forever.
+func openHungStore(t *testing.T, maxConns int32) (*harness, *postgres.Store, *freezeProxy, string) {
+	t.Helper()
+	ctx := context.Background()
+	base, schema := pgtest.Schema(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startFreezeProxy(t, u.Host)
+	multi := *u
+	multi.Host = "127.0.0.1:" + proxy.port() + "," + u.Host
+	q := multi.Query()
+	q.Set("target_session_attrs", "read-write")
+	q.Set("connect_timeout", "2")
+	multi.RawQuery = q.Encode()
+	s, err := postgres.Open(ctx, multi.String(), &postgres.Opts{Schema: schema, MaxConns: maxConns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	t.Cleanup(proxy.close) // runs before s.Close
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := postgres.Open(ctx, base, &postgres.Opts{Schema: schema, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	h := newHarness(t, s,
+		func(sql string, args ...any) (n int, err error) {
+			return n, direct.Pool().QueryRow(ctx, sql, args...).Scan(&n)
+		},
+		func(sql string, args ...any) error {
+			_, err := direct.Pool().Exec(ctx, sql, args...)
+			return err
+		})
+	return h, s, proxy, schema
+}
+
 // README, High availability: "During a failover each server reports not
 // ready (/readyz 503), keeps running, retries at every heartbeat and tick,
 // and is back on the new primary as soon as it accepts writes". docs/ha.md
@@ -138,39 +183,7 @@ func (p *freezeProxy) close() {
 // reports not ready within a few heartbeats.
 func TestHungPrimaryMakesTheServerNotReady(t *testing.T) {
 	ctx := context.Background()
-	base, schema := pgtest.Schema(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startFreezeProxy(t, u.Host)
-	multi := *u
-	multi.Host = "127.0.0.1:" + proxy.port() + "," + u.Host // the hung primary first, then the new one
-	q := multi.Query()
-	q.Set("target_session_attrs", "read-write")
-	q.Set("connect_timeout", "2")
-	multi.RawQuery = q.Encode()
-	s, err := postgres.Open(ctx, multi.String(), &postgres.Opts{Schema: schema, MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	direct, err := postgres.Open(ctx, base, &postgres.Opts{Schema: schema, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	h := newHarness(t, s,
-		func(sql string, args ...any) (n int, err error) {
-			return n, direct.Pool().QueryRow(ctx, sql, args...).Scan(&n)
-		},
-		func(sql string, args ...any) error {
-			_, err := direct.Pool().Exec(ctx, sql, args...)
-			return err
-		})
+	h, s, proxy, schema := openHungStore(t, 8) // the hung primary first, then the new one
 	clk := newClock("2026-03-10T10:00:00Z")
 	reg := register(t, "unshipped", alertOnce(&calls{}), nil)
 	const beat = 100 * time.Millisecond

@@ -44,22 +44,7 @@ func TestSQLiteHeartbeatStaysReadyBehindSlowChecks(t *testing.T) {
 		slow  = 200 * time.Millisecond
 		count = 10
 	)
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, s,
-		func(sql string, args ...any) (n int, err error) {
-			return n, s.DB().QueryRowContext(ctx, sql, args...).Scan(&n)
-		},
-		func(sql string, args ...any) error {
-			_, err := s.DB().ExecContext(ctx, sql, args...)
-			return err
-		})
+	h, _ := openSQLiteFile(t, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
 	started := make(chan string, count)
 	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
 		started <- j.Key

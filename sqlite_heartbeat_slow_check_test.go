@@ -31,22 +31,7 @@ func TestSQLiteHeartbeatBehindOneSlowCheckStaysReady(t *testing.T) {
 		serverTimeout = 2 * time.Second         // a database server's heartbeat would be bounded at 1s
 		slow          = 1500 * time.Millisecond // < runtime guard (30s), < busy (10s)
 	)
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, s,
-		func(sql string, args ...any) (n int, err error) {
-			return n, s.DB().QueryRowContext(ctx, sql, args...).Scan(&n)
-		},
-		func(sql string, args ...any) error {
-			_, err := s.DB().ExecContext(ctx, sql, args...)
-			return err
-		})
+	h, _ := openSQLiteFile(t, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
 	started := make(chan struct{}, 1)
 	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
 		started <- struct{}{}

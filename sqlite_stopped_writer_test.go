@@ -36,22 +36,7 @@ func TestSQLiteStoppedWriterStallsNoOne(t *testing.T) {
 	ctx := context.Background()
 	const busy = 500 * time.Millisecond
 	path := filepath.Join(t.TempDir(), "prescient.db")
-	s, err := sqlite.Open(ctx, path, &sqlite.Opts{BusyTimeout: busy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, s,
-		func(sql string, args ...any) (n int, err error) {
-			return n, s.DB().QueryRowContext(ctx, sql, args...).Scan(&n)
-		},
-		func(sql string, args ...any) error {
-			_, err := s.DB().ExecContext(ctx, sql, args...)
-			return err
-		})
+	h, s := openSQLiteFile(t, path, &sqlite.Opts{BusyTimeout: busy})
 	clk := newClock("2026-03-10T10:00:00Z")
 	c := h.client(clk, register(t, "quick", func(context.Context, *checks.Job) (time.Time, error) {
 		return time.Time{}, nil
