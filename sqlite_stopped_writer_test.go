@@ -1,12 +1,15 @@
-//go:build unix
+//go:build linux
 
 package prescient_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +66,10 @@ func TestSQLiteStoppedWriterStallsNoOne(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Only once it has stopped does the lock come free: a process still
+	// running for a moment after the signal would take the lock, and then
+	// stop holding it.
+	waitStopped(t, cmd.Process.Pid)
 	if err := hold.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +130,24 @@ func waitQueueAnnounced(t *testing.T, path string) {
 		time.Sleep(5 * time.Millisecond) // polling another process's lock: no event to wait on
 	}
 	t.Fatalf("no process took the write queue %s in 10s", path)
+}
+
+// waitStopped waits until process pid is stopped (state T in /proc): a
+// signal is delivered after kill returns.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling another process's state: no event to wait on
+	}
+	t.Fatalf("process %d not stopped 10s after SIGSTOP", pid)
 }
