@@ -35,14 +35,25 @@ import (
 // running group holds for up to its checks' runtime guard and
 // GroupDuration (when the pool is no larger than Workers, which the client
 // warns of, or behind a pooler with fewer server connections), so such
-// calls are bounded by that much more (waitLimit): they wait for a
+// calls are bounded by that much more (waitLimit, with the largest runtime
+// guard of the engine's and of any check registered): they wait for a
 // connection, not fail. Only the statements of a transaction that holds its
 // connection (claim, decisions, commit, rollback) are bounded by limit
 // alone. The savepoints' ends are not bounded: PostgreSQL's store sends
 // them with the next statement, which is.
 type boundedDriver struct {
 	driver.Driver
-	limit, waitLimit time.Duration
+	limit time.Duration
+	// runtime and groupDuration are the engine's runtime guard and
+	// GroupDuration; checks, the registry whose checks may set a larger
+	// runtime guard of their own, at any time.
+	runtime, groupDuration time.Duration
+	checks                 *checks.Registry
+}
+
+// waitLimit bounds a call that may wait for a pool connection.
+func (d *boundedDriver) waitLimit() time.Duration {
+	return d.limit + max(d.runtime, d.checks.MaxRuntime()) + d.groupDuration
 }
 
 // within runs f under ctx bounded by limit, and says so in its error when
@@ -63,7 +74,7 @@ func within0(ctx context.Context, limit time.Duration, f func(context.Context) e
 }
 
 func (d *boundedDriver) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := within(ctx, d.waitLimit, d.Driver.Begin)
+	tx, err := within(ctx, d.waitLimit(), d.Driver.Begin)
 	if err != nil {
 		return nil, err
 	}
@@ -71,35 +82,35 @@ func (d *boundedDriver) Begin(ctx context.Context) (driver.Tx, error) {
 }
 
 func (d *boundedDriver) JobsDue(ctx context.Context, p *driver.JobsDueParams) ([]*driver.DueJob, error) {
-	return within(ctx, d.waitLimit, func(ctx context.Context) ([]*driver.DueJob, error) { return d.Driver.JobsDue(ctx, p) })
+	return within(ctx, d.waitLimit(), func(ctx context.Context) ([]*driver.DueJob, error) { return d.Driver.JobsDue(ctx, p) })
 }
 
 func (d *boundedDriver) AttemptStart(ctx context.Context, p *driver.AttemptStartParams) (int64, error) {
-	return within(ctx, d.waitLimit, func(ctx context.Context) (int64, error) { return d.Driver.AttemptStart(ctx, p) })
+	return within(ctx, d.waitLimit(), func(ctx context.Context) (int64, error) { return d.Driver.AttemptStart(ctx, p) })
 }
 
 func (d *boundedDriver) AttemptEnd(ctx context.Context, id int64) error {
-	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.AttemptEnd(ctx, id) })
+	return within0(ctx, d.waitLimit(), func(ctx context.Context) error { return d.Driver.AttemptEnd(ctx, id) })
 }
 
 func (d *boundedDriver) AttemptsLeft(ctx context.Context) ([]*driver.Attempt, error) {
-	return within(ctx, d.waitLimit, d.Driver.AttemptsLeft)
+	return within(ctx, d.waitLimit(), d.Driver.AttemptsLeft)
 }
 
 func (d *boundedDriver) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
-	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.SlotStart(ctx, r) })
+	return within0(ctx, d.waitLimit(), func(ctx context.Context) error { return d.Driver.SlotStart(ctx, r) })
 }
 
 func (d *boundedDriver) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driver.SlotRecord, error) {
-	return within(ctx, d.waitLimit, func(ctx context.Context) ([]*driver.SlotRecord, error) { return d.Driver.SlotList(ctx, p) })
+	return within(ctx, d.waitLimit(), func(ctx context.Context) ([]*driver.SlotRecord, error) { return d.Driver.SlotList(ctx, p) })
 }
 
 func (d *boundedDriver) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
-	return within(ctx, d.waitLimit, d.Driver.CatalogList)
+	return within(ctx, d.waitLimit(), d.Driver.CatalogList)
 }
 
 func (d *boundedDriver) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
-	return within0(ctx, d.waitLimit, func(ctx context.Context) error { return d.Driver.SlotFinish(ctx, r) })
+	return within0(ctx, d.waitLimit(), func(ctx context.Context) error { return d.Driver.SlotFinish(ctx, r) })
 }
 
 // A boundedTx bounds the engine's own statements of a processing

@@ -89,7 +89,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	if drv.Features().MultiHost {
-		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, waitLimit: c.ServerTimeout + c.Guards.Runtime + c.GroupDuration}
+		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
 	return &Client{
 		cfg:     c,

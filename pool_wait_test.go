@@ -8,6 +8,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/history"
 )
 
@@ -125,4 +126,37 @@ func (d *hungLateListing) JobsDue(ctx context.Context, p *driver.JobsDueParams) 
 		}
 	}
 	return d.Driver.JobsDue(ctx, p)
+}
+
+// The margin a pool call waits for a connection counts the largest runtime
+// guard: a check may set its own, larger than the engine's. The bound
+// counted only the engine's (1s here): the second group's AttemptStart
+// waited for the first group's connection (its check takes 2.5s, within
+// its own 10s guard), gave up after 1s + 1s + 200ms, and left its job due
+// and the firing failed.
+func TestPoolWaitCountsACheckOwnRuntimeGuard(t *testing.T) {
+	h := openPostgresConns(t, 1)
+	clk := newClock("2026-03-10T10:00:00Z")
+	own := &checks.Opts{Guards: guards.Limits{Runtime: 10 * time.Second}}
+	c := h.client(clk, register(t, "unshipped", slowAlert(2500*time.Millisecond), own), func(cfg *prescient.Config) {
+		cfg.Workers = 2
+		cfg.Heartbeat, cfg.ServerTimeout = 100*time.Millisecond, time.Second
+		cfg.Guards.Runtime = time.Second
+		cfg.GroupDuration = 200 * time.Millisecond
+	})
+	schedule(t, c, "1", "unshipped", "2026-03-10T10:15:00Z")
+	schedule(t, c, "2", "unshipped", "2026-03-10T10:15:00Z")
+	clk.Set("2026-03-10T10:15:00Z")
+	rec, err := c.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
+	if err != nil {
+		t.Errorf("FireSlot with a pool of 1 connection, 2 workers and a check's own 10s runtime guard failed: %v", err)
+	}
+	if rec != nil && rec.Checked != 2 {
+		t.Errorf("the firing checked %d jobs, want 2", rec.Checked)
+	}
+	for _, key := range []string{"1", "2"} {
+		if recs := historyOf(t, c, key); len(recs) != 1 || recs[0].Outcome != history.Done {
+			t.Errorf("order %s: history %+v, want done once", key, recs)
+		}
+	}
 }

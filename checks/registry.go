@@ -75,6 +75,8 @@ var ErrDuplicate = errors.New("check already registered")
 type Registry struct {
 	mu     sync.RWMutex
 	checks map[string]*Check
+	// maxRuntime is the largest runtime guard a registered check sets.
+	maxRuntime time.Duration
 }
 
 // Register adds a single-job check under name. opts may be nil.
@@ -132,7 +134,16 @@ func (r *Registry) add(c *Check, opts *Opts) error {
 		return fmt.Errorf("register check %q: %w", c.Name, ErrDuplicate)
 	}
 	r.checks[c.Name] = c
+	r.maxRuntime = max(r.maxRuntime, c.Opts.Guards.Runtime)
 	return nil
+}
+
+// MaxRuntime returns the largest runtime guard a registered check sets of
+// its own (Opts.Guards.Runtime); 0 when none does.
+func (r *Registry) MaxRuntime() time.Duration {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.maxRuntime
 }
 
 // Lookup returns the check registered under name.
