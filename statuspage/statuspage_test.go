@@ -327,3 +327,31 @@ func TestCountsCached(t *testing.T) {
 		t.Errorf("a reading staleMax old: %q, want the load to wait for a new one, %q", got, want)
 	}
 }
+
+// A check this server found due and does not run stays listed as unknown
+// while its jobs are pending. Once they were cancelled the page still listed
+// it, from what the server had found in its last slot with any (the last
+// note's "UnknownChecks stale"), though nothing waited on it any more.
+func TestUnknownCheckGoneOnceItsJobsAre(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, st.open(t))
+			for _, e := range [][2]string{{"order", "5"}, {"invoice", "1"}, {"invoice", "2"}} {
+				if _, err := f.client.Cancel(context.Background(), e[0], e[1], "mystery"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d\n%s", code, body)
+			}
+			if strings.Contains(body, `class="unknown-check" data-check="mystery"`) {
+				t.Errorf("mystery, whose jobs were all cancelled, is still listed as an unknown check:\n%s",
+					text(between(t, body, "<h2>Unknown checks</h2>", "</section>")))
+			}
+			wantText(t, "summary", text(between(t, body, `id="summary"`, "</section>")), "Unknown checks 0")
+		})
+	}
+}
