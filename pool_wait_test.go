@@ -49,12 +49,19 @@ func TestPoolSmallerThanWorkersWaitsNotFails(t *testing.T) {
 		cfg.Heartbeat, cfg.ServerTimeout = 100*time.Millisecond, time.Second
 		cfg.Guards.Runtime = 10 * time.Second
 	})
+	fireTwoSlowJobs(t, c, clk, "a pool of 1 connection and 2 workers")
+}
+
+// fireTwoSlowJobs fires a slot of two jobs of check "unshipped" and wants
+// both checked, and done once each.
+func fireTwoSlowJobs(t *testing.T, c *prescient.Client, clk *clock, setting string) {
+	t.Helper()
 	schedule(t, c, "1", "unshipped", "2026-03-10T10:15:00Z")
 	schedule(t, c, "2", "unshipped", "2026-03-10T10:15:00Z")
 	clk.Set("2026-03-10T10:15:00Z")
 	rec, err := c.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
 	if err != nil {
-		t.Errorf("FireSlot with a pool of 1 connection and 2 workers failed: %v", err)
+		t.Errorf("FireSlot with %s failed: %v", setting, err)
 	}
 	if rec != nil && rec.Checked != 2 {
 		t.Errorf("the firing checked %d jobs, want 2", rec.Checked)
@@ -144,19 +151,5 @@ func TestPoolWaitCountsACheckOwnRuntimeGuard(t *testing.T) {
 		cfg.Guards.Runtime = time.Second
 		cfg.GroupDuration = 200 * time.Millisecond
 	})
-	schedule(t, c, "1", "unshipped", "2026-03-10T10:15:00Z")
-	schedule(t, c, "2", "unshipped", "2026-03-10T10:15:00Z")
-	clk.Set("2026-03-10T10:15:00Z")
-	rec, err := c.FireSlot(context.Background(), ts("2026-03-10T10:15:00Z"))
-	if err != nil {
-		t.Errorf("FireSlot with a pool of 1 connection, 2 workers and a check's own 10s runtime guard failed: %v", err)
-	}
-	if rec != nil && rec.Checked != 2 {
-		t.Errorf("the firing checked %d jobs, want 2", rec.Checked)
-	}
-	for _, key := range []string{"1", "2"} {
-		if recs := historyOf(t, c, key); len(recs) != 1 || recs[0].Outcome != history.Done {
-			t.Errorf("order %s: history %+v, want done once", key, recs)
-		}
-	}
+	fireTwoSlowJobs(t, c, clk, "a pool of 1 connection, 2 workers and a check's own 10s runtime guard")
 }
