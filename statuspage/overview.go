@@ -329,7 +329,7 @@ func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byChec
 		// A name this server found due and has no check for is listed while
 		// it has jobs pending (or their count could not be read): once they
 		// are cancelled, resolved or run elsewhere, nothing waits on it.
-		if (haveCatalog && !r.InCatalog || r.Seen > 0) && r.Pending != 0 {
+		if ((haveCatalog && !r.InCatalog) || r.Seen > 0) && r.Pending != 0 {
 			unknown = append(unknown, *r)
 		}
 	}
