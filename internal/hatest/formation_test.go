@@ -382,6 +382,9 @@ func (f *formation) tuneMonitor(ctx context.Context) error {
 type nodeState struct {
 	name, reported, goal string
 	port                 int
+	// health is the monitor's health check of the node: 1 good, 0 bad,
+	// -1 not checked yet.
+	health int
 }
 
 // states asks the monitor for every node's reported and assigned state.
@@ -391,13 +394,13 @@ func (f *formation) states(ctx context.Context) ([]nodeState, error) {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, "SELECT nodename, nodeport, reportedstate::text, goalstate::text FROM pgautofailover.node ORDER BY nodeid")
+	rows, err := conn.Query(ctx, "SELECT nodename, nodeport, reportedstate::text, goalstate::text, health FROM pgautofailover.node ORDER BY nodeid")
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (nodeState, error) {
 		var s nodeState
-		err := r.Scan(&s.name, &s.port, &s.reported, &s.goal)
+		err := r.Scan(&s.name, &s.port, &s.reported, &s.goal, &s.health)
 		return s, err
 	})
 }
@@ -405,7 +408,7 @@ func (f *formation) states(ctx context.Context) ([]nodeState, error) {
 func describeStates(ss []nodeState) string {
 	var b []string
 	for _, s := range ss {
-		b = append(b, fmt.Sprintf("%s :%d %s (assigned %s)", s.name, s.port, s.reported, s.goal))
+		b = append(b, fmt.Sprintf("%s :%d %s (assigned %s, health %d)", s.name, s.port, s.reported, s.goal, s.health))
 	}
 	return strings.Join(b, ", ")
 }
@@ -490,9 +493,19 @@ func (f *formation) ensurePair() (string, error) {
 	for {
 		ss, err := f.states(ctx)
 		if err == nil && len(ss) == 2 {
+			// Both nodes in their roles, and both passed the monitor's
+			// health check. Once, right after node1 had rejoined as the
+			// secondary, the monitor found no healthy standby in the
+			// middle of a switchover, put the primary in wait_primary
+			// (writes acknowledged without a synchronous standby) and
+			// then promoted node1 without the schedules acknowledged in
+			// those two seconds (TestSwitchover failed: pg_auto_failover's
+			// doing). Waiting for a good health check is meant to keep a
+			// test from starting that early; one failure in many runs
+			// does not show that it was the cause.
 			roles := map[string]int{}
 			for _, s := range ss {
-				if s.reported == s.goal {
+				if s.reported == s.goal && s.health == 1 {
 					roles[s.reported]++
 				}
 			}
