@@ -297,7 +297,7 @@ func (c Config) Validate() error {
 			continue
 		}
 		if _, err := cron.ParseStandard(spec); err != nil {
-			errs = append(errs, fmt.Errorf("config: %s %q: %w", name, spec, err))
+			errs = append(errs, fmt.Errorf("config: %s %q: %w (write a cron spec of five fields, such as \"*/15 * * * *\", or \"@every 5s\")", name, spec, err))
 		}
 	}
 	if c.HistoryRetention < 0 && c.HistoryRetention != -1 {

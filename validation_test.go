@@ -159,3 +159,14 @@ func wantErr(t *testing.T, call, key string, err error, want string) {
 		t.Errorf("%s with key %q\n got %v\nwant %s", call, key, err, want)
 	}
 }
+
+// A sweep schedule written as a duration ("5s") was refused with robfig/
+// cron's "expected exactly 5 fields", which does not say what to write
+// (found by a new user following the README).
+func TestSweepScheduleErrorSaysTheFormat(t *testing.T) {
+	cfg := prescient.Config{SweepSchedule: "5s"}
+	err := cfg.WithDefaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "@every 5s") {
+		t.Errorf("sweep schedule \"5s\": error %v, want one naming the forms it takes (\"@every 5s\")", err)
+	}
+}

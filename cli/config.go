@@ -1229,10 +1229,10 @@ func (c *Config) Validate() error {
 			bad("database.path", errors.New("is empty: name the SQLite file, or set database.url (or "+EnvDatabaseURL+") to use PostgreSQL"))
 		}
 		if c.Database.Schema != "" {
-			bad("database.schema", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) has no schemas"))
+			bad("database.schema", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) has no schemas: set database.url to use PostgreSQL, or leave database.schema out"))
 		}
 		if c.Database.MaxConns != 0 {
-			bad("database.max_conns", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) serialises writers itself"))
+			bad("database.max_conns", errors.New("applies to PostgreSQL only; SQLite (used because database.url is empty) serialises writers itself: set database.url to use PostgreSQL, or leave database.max_conns out"))
 		}
 		if c.Ownership.Auto {
 			bad("ownership.auto", errors.New("spreads slots over servers on several hosts, which must share PostgreSQL (set database.url); "+
