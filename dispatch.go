@@ -32,7 +32,7 @@ const (
 // The slot ledger keeps one row per slot and server, adding up every firing
 // of the slot by that server (see Slots); FireSlot's record is this call's
 // share of it, naming the slot, the server and the kind, with this call's
-// start and, when it completed the slot, its finish.
+// start, its duration (Took) and, when it completed the slot, its finish.
 //
 // A client never fires a slot twice at once: if it is firing slot already
 // (its tick, its sweep or another FireSlot call), FireSlot waits for that
@@ -92,6 +92,11 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		// forever.)
 		cut = fmt.Errorf("stopped: %w", work.Err())
 	}
+	// This firing's own time, on the client's clock as the row's start and
+	// finish are; SlotFinish adds it to the earlier firings'.
+	end := c.now()
+	ledger.Took = max(end.Sub(start), 0)
+	did.Took = ledger.Took
 	if cut != nil {
 		// The slot stays incomplete in the ledger, with what it did: the
 		// rest is still due, and catch-up or the sweep will take it.
@@ -103,7 +108,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		}
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, cut)
 	}
-	ledger.FinishedAt = c.now()
+	ledger.FinishedAt = end
 	if err := c.drv.SlotFinish(hard, ledger); err != nil {
 		c.storeError(StoreOpLedger, err)
 		return did, fmt.Errorf("prescient: fire slot %s: %w", name, err)

@@ -136,7 +136,7 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 			state := "incomplete"
 			switch {
 			case r.Complete():
-				state = "done in " + r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond).String()
+				state = "done in " + r.Took.Round(time.Millisecond).String()
 			case r.Slot.Equal(st.Current) && live[r.Server]:
 				state = "running"
 			}

@@ -266,10 +266,20 @@ type SlotRecord struct {
 	Server string    `json:"server"`
 	// Kind is "fire" for a slot fired at its boundary, "catchup" for a past
 	// slot fired late, "sweep" for a sweep in run mode.
-	Kind      string    `json:"kind"`
+	Kind string `json:"kind"`
+	// StartedAt is the first firing's start: the slot's lag is StartedAt
+	// less Slot.
 	StartedAt time.Time `json:"started_at"`
-	// FinishedAt is zero while the slot is in progress, or if its server died.
+	// FinishedAt is zero while the slot is in progress, or if its server died;
+	// otherwise the latest firing's finish.
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Took is the time the server spent firing the slot, every firing's own
+	// duration added up (a slot fired at its boundary and again by a sweep
+	// an hour later took the two firings' time, not the hour between). A
+	// firing cut short adds its time as well; a server that died in one
+	// adds nothing for it. A row an older prescient finished, which kept no
+	// time, reads as the span from StartedAt to FinishedAt.
+	Took time.Duration `json:"took_ns"`
 	// Checked counts jobs whose check ran (to a result or a failure).
 	Checked int `json:"checked"`
 	// Rescheduled counts jobs that stayed pending with a later check.
@@ -289,8 +299,8 @@ type SlotRecord struct {
 // Complete reports whether the slot's firing finished.
 func (r *SlotRecord) Complete() bool { return !r.FinishedAt.IsZero() }
 
-// Add adds the counts of o to r (Unknown included) and keeps the larger
-// MaxLateness. A nil o adds nothing.
+// Add adds the counts and Took of o to r (Unknown included) and keeps the
+// larger MaxLateness. A nil o adds nothing.
 func (r *SlotRecord) Add(o *SlotRecord) {
 	if o == nil {
 		return
@@ -305,6 +315,7 @@ func (r *SlotRecord) Add(o *SlotRecord) {
 		}
 		r.Outcomes[k] += v
 	}
+	r.Took += o.Took
 	r.MaxLateness = max(r.MaxLateness, o.MaxLateness)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/migrations"
 	"github.com/prescient-dev/prescient/postgres"
@@ -209,6 +210,13 @@ func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
 	t.Helper()
 	url, schema := pgtest.Schema(t)
 	s := open(t, url, schema)
+	return s, providerOf(t, s)
+}
+
+// providerOf returns a goose provider of prescient's migrations over s's
+// schema.
+func providerOf(t *testing.T, s *postgres.Store) *goose.Provider {
+	t.Helper()
 	fsys, err := fs.Sub(migrations.Postgres, "postgres")
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +228,7 @@ func migrationsProvider(t *testing.T) (*postgres.Store, *goose.Provider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, provider
+	return provider
 }
 
 // migratedTo returns a store on a schema of its own migrated up to version,
@@ -398,5 +406,37 @@ func TestKeyCollationKeepsStatistics(t *testing.T) {
 	}
 	if n := stats(); n != 6 {
 		t.Errorf("after migrating down from 00011: statistics for %d of the 6 key columns, want 6", n)
+	}
+}
+
+// Migration 00013 adds the ledger's took_us. A slot an install finished
+// before it reads as the span from its start to its finish; Down drops the
+// column, and Up again brings it back.
+func TestLedgerTookMigration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, provider := migratedTo(t, 12)
+	start := time.Date(2031, 3, 4, 10, 0, 1, 0, time.UTC)
+	if _, err := s.Pool().Exec(ctx, `
+		INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at, checked)
+		VALUES ($1, 'web-1', 'fire', $2, $3, 3), ($1, 'web-2', 'fire', $2, NULL, 0)`,
+		start.Truncate(time.Minute), start, start.Add(2500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 13); err != nil {
+		t.Fatalf("migrate up to 13: %v", err)
+	}
+	recs, err := s.SlotList(ctx, &driver.SlotListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Took != 2500*time.Millisecond || recs[1].Took != 0 {
+		t.Fatalf("ledger after 00013: %+v; want web-1's finished row to take 2.5s and web-2's unfinished one none", recs)
+	}
+	if _, err := provider.DownTo(ctx, 12); err != nil {
+		t.Fatalf("migrate down to 12: %v", err)
+	}
+	if _, err := provider.UpTo(ctx, 13); err != nil {
+		t.Fatalf("migrate up to 13 again: %v", err)
 	}
 }

@@ -12,21 +12,28 @@ import (
 	"github.com/prescient-dev/prescient/history"
 )
 
+// tookUS is the time a ledger row p records in microseconds: took_us, or
+// for a row an older prescient wrote (NULL, see migration 00013) the span
+// from its start to its finish, 0 while it is unfinished.
+const tookUS = `coalesce(p.took_us, greatest((extract(epoch FROM p.finished_at - p.started_at) * 1000000)::bigint, 0))`
+
 // SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, no
 // finish and r's unknown jobs (none: this firing has not counted them
-// yet); a row already there keeps its start and counts (see SlotFinish).
+// yet); a row already there keeps its start, its counts and its time (see
+// SlotFinish).
 func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
 		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), err)
 	}
 	_, err = s.pool.Exec(ctx, `
-		INSERT INTO prescient_slots (slot, server, kind, started_at, finished_at,
-			checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
-		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10)
-		ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown`,
+		INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
+			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
+		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10, $11)
+		ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown,
+			took_us = `+tookUS+``,
 		r.Slot, r.Server, r.Kind, r.StartedAt, r.Checked, r.Rescheduled, r.Failures, r.Unknown,
-		outcomes, micros(r.MaxLateness))
+		outcomes, micros(r.MaxLateness), micros(r.Took))
 	if err != nil {
 		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
@@ -35,9 +42,9 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 
 // SlotFinish adds one firing's counts (r's) to the ledger row of (r.Slot,
 // r.Server) in one statement, so that two firings finishing at once, even
-// from two processes, both count; it sets r's kind and finish, the unknown
-// jobs r counted and the larger lateness. If SlotStart's row is missing
-// (pruned, say), it creates it with r.StartedAt.
+// from two processes, both count (Took included); it sets r's kind and
+// finish, the unknown jobs r counted and the larger lateness. If
+// SlotStart's row is missing (pruned, say), it creates it with r.StartedAt.
 func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
@@ -45,8 +52,8 @@ func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 	}
 	_, err = s.pool.Exec(ctx, `
 		INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
-			checked, rescheduled, failures, unknown, outcomes, max_lateness_us)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11)
+			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11, $12)
 		ON CONFLICT (slot, server) DO UPDATE SET
 			kind = excluded.kind, finished_at = excluded.finished_at,
 			checked = p.checked + excluded.checked, rescheduled = p.rescheduled + excluded.rescheduled,
@@ -55,9 +62,10 @@ func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 				SELECT key, sum(value::bigint) AS n
 				FROM (SELECT * FROM jsonb_each_text(p.outcomes) UNION ALL SELECT * FROM jsonb_each_text(excluded.outcomes)) e
 				GROUP BY key) o),
-			max_lateness_us = greatest(p.max_lateness_us, excluded.max_lateness_us)`,
+			max_lateness_us = greatest(p.max_lateness_us, excluded.max_lateness_us),
+			took_us = `+tookUS+` + excluded.took_us`,
 		r.Slot, r.Server, r.Kind, r.StartedAt, nullTime(r.FinishedAt), r.Checked, r.Rescheduled,
-		r.Failures, r.Unknown, outcomes, micros(r.MaxLateness))
+		r.Failures, r.Unknown, outcomes, micros(r.MaxLateness), micros(r.Took))
 	if err != nil {
 		return fmt.Errorf("finish slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}
@@ -73,8 +81,8 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT slot, server, kind, started_at, finished_at, checked, rescheduled, failures,
-			unknown, outcomes, max_lateness_us
-		FROM prescient_slots
+			unknown, outcomes, max_lateness_us, `+tookUS+`
+		FROM prescient_slots p
 		WHERE ($1::timestamptz IS NULL OR slot >= $1) AND ($2::timestamptz IS NULL OR slot < $2)
 		ORDER BY slot DESC, server
 		LIMIT $3`, nullTime(p.Since), nullTime(p.Until), limit)
@@ -87,15 +95,17 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 			finished *time.Time
 			outcomes []byte
 			lateness int64
+			took     int64
 		)
 		if err := row.Scan(&r.Slot, &r.Server, &r.Kind, &r.StartedAt, &finished, &r.Checked,
-			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateness); err != nil {
+			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateness, &took); err != nil {
 			return nil, err
 		}
 		r.Slot = r.Slot.UTC()
 		r.StartedAt = r.StartedAt.UTC()
 		r.FinishedAt = utcOrZero(finished)
 		r.MaxLateness = duration(lateness)
+		r.Took = duration(took)
 		if err := json.Unmarshal(outcomes, &r.Outcomes); err != nil {
 			return nil, fmt.Errorf("outcomes of slot %s: %w", r.Slot.Format(time.RFC3339), err)
 		}

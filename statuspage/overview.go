@@ -227,7 +227,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case rec.Complete():
 			row.State = "done"
-			row.Took = rec.FinishedAt.Sub(rec.StartedAt)
+			row.Took = rec.Took
 		case rec.Slot.Equal(d.Current) && live[rec.Server]:
 			row.State = "running"
 		default:

@@ -25,6 +25,7 @@ func slotDiff(got, want *driver.SlotRecord) diff {
 		d.val("Outcomes", got.Outcomes, want.Outcomes)
 	}
 	d.val("MaxLateness", got.MaxLateness, want.MaxLateness)
+	d.val("Took", got.Took, want.Took)
 	return d
 }
 
@@ -57,6 +58,7 @@ func testLedger(t *testing.T, h *Harness) {
 	fin.Checked, fin.Rescheduled, fin.Failures, fin.Unknown = 7, 3, 2, 1
 	fin.Outcomes = map[history.Outcome]int{history.Done: 2, history.Failed: 1}
 	fin.MaxLateness = 1500 * time.Millisecond
+	fin.Took = 3*time.Second + 250*time.Millisecond
 	if err := h.Store.SlotFinish(t.Context(), &fin); err != nil {
 		t.Fatalf("finish slot: %v", err)
 	}
@@ -87,9 +89,11 @@ func testLedger(t *testing.T, h *Harness) {
 		t.Errorf("restarted slot is complete")
 	}
 
-	// Its finish adds what it did; unknown is its own, lateness the larger.
+	// Its finish adds what it did, its time included (not the span from
+	// the first firing's start); unknown is its own, lateness the larger.
 	fin2 := *restart
 	fin2.FinishedAt = slot(3).Add(time.Second)
+	fin2.Took = time.Second
 	fin2.Checked, fin2.Rescheduled, fin2.Failures, fin2.Unknown = 5, 1, 0, 4
 	fin2.Outcomes = map[history.Outcome]int{history.Done: 3, history.Resolved: 1}
 	fin2.MaxLateness = 500 * time.Millisecond
@@ -98,6 +102,7 @@ func testLedger(t *testing.T, h *Harness) {
 	}
 	want.FinishedAt = fin2.FinishedAt
 	want.Checked, want.Rescheduled, want.Failures, want.Unknown = 12, 4, 2, 4
+	want.Took = fin.Took + fin2.Took
 	want.Outcomes = map[history.Outcome]int{history.Done: 5, history.Failed: 1, history.Resolved: 1}
 	recs = slotList(t, h, &driver.SlotListParams{})
 	slotDiff(recs[0], &want).check(t, "slot finished twice")
@@ -117,6 +122,7 @@ func testLedgerConcurrentFinishes(t *testing.T, h *Harness) {
 			r := *start
 			r.FinishedAt = slot(2).Add(time.Duration(i+1) * time.Second)
 			r.Checked, r.Outcomes = i+1, map[history.Outcome]int{history.Done: i + 1}
+			r.Took = time.Duration(i+1) * time.Millisecond
 			errs <- h.Store.SlotFinish(t.Context(), &r)
 		}()
 	}
@@ -126,8 +132,62 @@ func testLedgerConcurrentFinishes(t *testing.T, h *Harness) {
 		}
 	}
 	recs := slotList(t, h, &driver.SlotListParams{})
-	if len(recs) != 1 || recs[0].Checked != 36 || recs[0].Outcomes[history.Done] != 36 {
-		t.Fatalf("ledger after %d firings finished at once (1 to %d jobs each): %+v, want 36 checked and done", firings, firings, recs)
+	if len(recs) != 1 || recs[0].Checked != 36 || recs[0].Outcomes[history.Done] != 36 || recs[0].Took != 36*time.Millisecond {
+		t.Fatalf("ledger after %d firings finished at once (1 to %d jobs and ms each): %+v, want 36 checked and done in 36ms", firings, firings, recs)
+	}
+}
+
+// A row an older prescient finished kept no time of its own (took_us NULL,
+// before the column, or written by such a server during a rolling
+// upgrade): it reads as the span from its start to its finish, and a later
+// firing adds its own time to that span.
+func testLedgerRowOfAnOlderPrescient(t *testing.T, h *Harness) {
+	fin := &driver.SlotRecord{Slot: slot(4), Server: "srv-1", Kind: "fire", StartedAt: slot(4).Add(time.Second),
+		FinishedAt: slot(4).Add(3500 * time.Millisecond), Checked: 2, Took: 100 * time.Millisecond}
+	if err := h.Store.SlotStart(t.Context(), &driver.SlotRecord{Slot: fin.Slot, Server: fin.Server, Kind: fin.Kind, StartedAt: fin.StartedAt}); err != nil {
+		t.Fatalf("start slot: %v", err)
+	}
+	if err := h.Store.SlotFinish(t.Context(), fin); err != nil {
+		t.Fatalf("finish slot: %v", err)
+	}
+	if err := h.Exec(t.Context(), `UPDATE prescient_slots SET took_us = NULL`); err != nil {
+		t.Fatalf("forget the row's time, as an older prescient kept none: %v", err)
+	}
+	want := *fin
+	want.Took = 2500 * time.Millisecond
+	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &want).check(t, "finished row with no time kept")
+
+	again := &driver.SlotRecord{Slot: slot(4), Server: "srv-1", Kind: "sweep", StartedAt: slot(9)}
+	if err := h.Store.SlotStart(t.Context(), again); err != nil {
+		t.Fatalf("start slot again: %v", err)
+	}
+	want.Kind, want.FinishedAt = "sweep", time.Time{}
+	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &want).check(t, "the row fired again, in progress")
+	again.FinishedAt, again.Took, again.Checked = slot(9).Add(time.Second), 700*time.Millisecond, 1
+	if err := h.Store.SlotFinish(t.Context(), again); err != nil {
+		t.Fatalf("finish slot again: %v", err)
+	}
+	want.FinishedAt, want.Took, want.Checked = again.FinishedAt, 3200*time.Millisecond, 3
+	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &want).check(t, "the row fired again, finished")
+
+	// An unfinished row of an older prescient has no span: it reads as no
+	// time, and its firing by this one adds its own.
+	if err := h.Store.SlotStart(t.Context(), &driver.SlotRecord{Slot: slot(5), Server: "srv-1", Kind: "fire", StartedAt: slot(5)}); err != nil {
+		t.Fatalf("start slot: %v", err)
+	}
+	if err := h.Exec(t.Context(), `UPDATE prescient_slots SET took_us = NULL`); err != nil {
+		t.Fatalf("forget the rows' time: %v", err)
+	}
+	recs := slotList(t, h, &driver.SlotListParams{})
+	if recs[0].Took != 0 {
+		t.Errorf("an unfinished row with no time kept took %v, want 0", recs[0].Took)
+	}
+	fin5 := &driver.SlotRecord{Slot: slot(5), Server: "srv-1", Kind: "catchup", StartedAt: slot(6), FinishedAt: slot(6).Add(time.Second), Took: time.Second}
+	if err := h.Store.SlotFinish(t.Context(), fin5); err != nil {
+		t.Fatalf("finish slot: %v", err)
+	}
+	if recs := slotList(t, h, &driver.SlotListParams{}); recs[0].Took != time.Second {
+		t.Errorf("an older prescient's unfinished row, finished by this one in 1s: took %v, want 1s", recs[0].Took)
 	}
 }
 

@@ -88,6 +88,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"Stats", testStats},
 		{"Ledger", testLedger},
 		{"LedgerConcurrentFinishes", testLedgerConcurrentFinishes},
+		{"LedgerRowOfAnOlderPrescient", testLedgerRowOfAnOlderPrescient},
 		{"LedgerList", testLedgerList},
 		{"HistoryFilters", testHistoryFilters},
 		{"HistoryCountsAndPrune", testHistoryCountsAndPrune},
