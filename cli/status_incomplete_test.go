@@ -39,3 +39,37 @@ func TestStatusCallsADeadSlotIncomplete(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusShowsTheFiringsTime: slot 10:00 fired at its boundary in 1.5s
+// and again by a sweep an hour later, finding nothing. `prescient status`
+// said "done in 1h0m0s", from the first start to the last finish; it says
+// the firings' own time now.
+func TestStatusShowsTheFiringsTime(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		ctx := context.Background()
+		slot := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+		rec := func(kind string, start time.Time, took time.Duration) *driver.SlotRecord {
+			return &driver.SlotRecord{Slot: slot, Server: "web-1", Kind: kind, StartedAt: start, FinishedAt: start.Add(took), Took: took}
+		}
+		for _, r := range []*driver.SlotRecord{rec(prescient.KindFire, slot, 1500*time.Millisecond), rec(prescient.KindSweep, slot.Add(time.Hour), 0)} {
+			start := *r
+			start.FinishedAt, start.Took = time.Time{}, 0
+			if err := st.Driver().SlotStart(ctx, &start); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Driver().SlotFinish(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := h.mustRun("status")
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "2026-01-01T10:00:00Z") && strings.Contains(l, "web-1") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "done in 1.5s") {
+			t.Errorf("slot 10:00, fired in 1.5s and swept an hour later in no time: %q, want done in 1.5s\n%s", strings.TrimSpace(line), out)
+		}
+	})
+}
