@@ -71,3 +71,35 @@ func TestLedgerTookAddsUpFirings(t *testing.T) {
 		}
 	})
 }
+
+// A firing cut short still adds its time: its check ran 2s, then the call's
+// context ended; the slot stays incomplete, and its ledger row took 2s.
+func TestLedgerTookOfAFiringCutShort(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		cut := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
+			clk.Add(2 * time.Second)
+			cancel()
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		}
+		c := h.client(clk, register(t, "cut", cut, nil), nil)
+		schedule(t, c, "1", "cut", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:01Z")
+		if _, err := c.FireSlot(ctx, ts("2026-03-10T10:15:00Z")); err == nil {
+			t.Fatal("FireSlot whose context ended under its check: no error")
+		}
+		recs, err := c.Slots(t.Context(), &prescient.SlotsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 {
+			t.Fatalf("ledger: %d rows, want 1 (slot 10:15 of s1)", len(recs))
+		}
+		if r := recs[0]; r.Complete() || r.Took != 2*time.Second {
+			t.Errorf("ledger row %+v: want it incomplete, having taken 2s", *r)
+		}
+	})
+}

@@ -120,16 +120,17 @@ type Driver interface {
 	JobStats(ctx context.Context, p *JobStatsParams) (*JobStats, error)
 
 	// SlotStart records that a server started firing a slot: an upsert on
-	// slot and server that clears any earlier finish, and keeps the start
-	// and counts of a row already there.
+	// slot and server that clears any earlier finish, and keeps the start,
+	// counts and Took of a row already there (r's Took is not used: a new
+	// row has none yet).
 	SlotStart(ctx context.Context, r *SlotRecord) error
 	// SlotFinish records the end of one firing of a slot: it adds r's
-	// counts (what this firing did) to the row's, atomically, so that two
-	// firings of a slot under one server name (a server and a `prescient
-	// sweep` beside it) both count; Unknown is r's (the jobs the latest
-	// firing left pending), MaxLateness the larger. With r.FinishedAt zero
-	// it leaves the slot incomplete: a firing cut short (shutdown, a store
-	// error) still says what it did.
+	// counts and Took (what this firing did) to the row's, atomically, so
+	// that two firings of a slot under one server name (a server and a
+	// `prescient sweep` beside it) both count; Unknown is r's (the jobs
+	// the latest firing left pending), MaxLateness the larger. With
+	// r.FinishedAt zero it leaves the slot incomplete: a firing cut short
+	// (shutdown, a store error) still says what it did.
 	SlotFinish(ctx context.Context, r *SlotRecord) error
 	// SlotList returns ledger rows, newest slot first.
 	SlotList(ctx context.Context, p *SlotListParams) ([]*SlotRecord, error)

@@ -278,7 +278,10 @@ type SlotRecord struct {
 	// an hour later took the two firings' time, not the hour between). A
 	// firing cut short adds its time as well; a server that died in one
 	// adds nothing for it. A row an older prescient finished, which kept no
-	// time, reads as the span from StartedAt to FinishedAt.
+	// time, reads as the span from StartedAt to FinishedAt; an older
+	// prescient's firing of a row this one wrote (after a rollback) adds no
+	// time to it. Measured on the client's clock (Config.Now), as StartedAt
+	// and FinishedAt are.
 	Took time.Duration `json:"took_ns"`
 	// Checked counts jobs whose check ran (to a result or a failure).
 	Checked int `json:"checked"`

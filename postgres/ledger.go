@@ -19,8 +19,10 @@ const tookUS = `coalesce(p.took_us, greatest((extract(epoch FROM p.finished_at -
 
 // SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, no
 // finish and r's unknown jobs (none: this firing has not counted them
-// yet); a row already there keeps its start, its counts and its time (see
-// SlotFinish).
+// yet) and no time; a row already there keeps its start, its counts and
+// its time (see SlotFinish). A row an older prescient finished gets its span
+// as its time; one it is still firing (no time, no finish) keeps no time, so
+// that its finish still reads as a span.
 func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
@@ -29,11 +31,11 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	_, err = s.pool.Exec(ctx, `
 		INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
 			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
-		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10, $11)
+		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10, 0)
 		ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown,
-			took_us = `+tookUS+``,
+			took_us = CASE WHEN p.took_us IS NULL AND p.finished_at IS NULL THEN NULL ELSE `+tookUS+` END`,
 		r.Slot, r.Server, r.Kind, r.StartedAt, r.Checked, r.Rescheduled, r.Failures, r.Unknown,
-		outcomes, micros(r.MaxLateness), micros(r.Took))
+		outcomes, micros(r.MaxLateness))
 	if err != nil {
 		return fmt.Errorf("start slot %s: %w", r.Slot.Format(time.RFC3339), interpretError(ctx, err))
 	}

@@ -18,8 +18,10 @@ const tookUS = `coalesce(p.took_us, max(p.finished_at - p.started_at, 0), 0)`
 
 // SlotStart upserts the ledger row of (r.Slot, r.Server) with r's kind, no
 // finish and r's unknown jobs (none: this firing has not counted them
-// yet); a row already there keeps its start, its counts and its time (see
-// SlotFinish).
+// yet) and no time; a row already there keeps its start, its counts and
+// its time (see SlotFinish). A row an older prescient finished gets its span
+// as its time; one it is still firing (no time, no finish) keeps no time, so
+// that its finish still reads as a span.
 func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	outcomes, err := outcomesJSON(r.Outcomes)
 	if err != nil {
@@ -29,11 +31,11 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
 				checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
-			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, $11)
+			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, 0)
 			ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown,
-				took_us = `+tookUS+``,
+				took_us = CASE WHEN p.took_us IS NULL AND p.finished_at IS NULL THEN NULL ELSE `+tookUS+` END`,
 			micros(r.Slot), r.Server, r.Kind, micros(r.StartedAt), r.Checked, r.Rescheduled, r.Failures,
-			r.Unknown, outcomes, durMicros(r.MaxLateness), durMicros(r.Took))
+			r.Unknown, outcomes, durMicros(r.MaxLateness))
 		return err
 	})
 	if err != nil {
@@ -100,19 +102,19 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		var (
 			r                     driver.SlotRecord
 			slot, started, lateUS int64
-			tookUS                int64
+			took                  int64
 			finished              sql.NullInt64
 			outcomes              string
 		)
 		if err := rows.Scan(&slot, &r.Server, &r.Kind, &started, &finished, &r.Checked,
-			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateUS, &tookUS); err != nil {
+			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateUS, &took); err != nil {
 			return nil, fmt.Errorf("list slots: %w", interpretError(err))
 		}
 		r.Slot = fromMicros(slot)
 		r.StartedAt = fromMicros(started)
 		r.FinishedAt = fromNullMicros(finished)
 		r.MaxLateness = duration(lateUS)
-		r.Took = duration(tookUS)
+		r.Took = duration(took)
 		if err := json.Unmarshal([]byte(outcomes), &r.Outcomes); err != nil {
 			return nil, fmt.Errorf("list slots: outcomes of slot %s: %w", r.Slot.Format(time.RFC3339), err)
 		}

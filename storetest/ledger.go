@@ -189,6 +189,22 @@ func testLedgerRowOfAnOlderPrescient(t *testing.T, h *Harness) {
 	if recs := slotList(t, h, &driver.SlotListParams{}); recs[0].Took != time.Second {
 		t.Errorf("an older prescient's unfinished row, finished by this one in 1s: took %v, want 1s", recs[0].Took)
 	}
+
+	// A row an older prescient is still firing, fired beside it by this
+	// one (a sweep under the same server name), keeps no time: the older
+	// one's finish, which sets no time, then still reads as a span.
+	if err := h.Store.SlotStart(t.Context(), &driver.SlotRecord{Slot: slot(7), Server: "srv-1", Kind: "fire", StartedAt: slot(7)}); err != nil {
+		t.Fatalf("start slot: %v", err)
+	}
+	if err := h.Exec(t.Context(), `UPDATE prescient_slots SET took_us = NULL`); err != nil {
+		t.Fatalf("forget the rows' time: %v", err)
+	}
+	if err := h.Store.SlotStart(t.Context(), &driver.SlotRecord{Slot: slot(7), Server: "srv-1", Kind: "sweep", StartedAt: slot(7).Add(time.Second)}); err != nil {
+		t.Fatalf("start slot again: %v", err)
+	}
+	if n, err := h.QueryInt(t.Context(), `SELECT count(*) FROM prescient_slots WHERE took_us IS NULL`); err != nil || n != 3 {
+		t.Errorf("rows with no time kept after firing beside an older prescient: %d, %v; want 3 (slots 4, 5 and 7: it is still firing 7)", n, err)
+	}
 }
 
 func testLedgerList(t *testing.T, h *Harness) {
