@@ -73,23 +73,34 @@ func TestLedgerTookAddsUpFirings(t *testing.T) {
 }
 
 // A firing cut short still adds its time: its check ran 2s, then the call's
-// context ended; the slot stays incomplete, and its ledger row took 2s.
+// context ended; the slot stays incomplete, and its ledger row took 2s. The
+// row says when the firing under way started while it runs, and no longer
+// once it was cut short.
 func TestLedgerTookOfAFiringCutShort(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		var (
+			c      *prescient.Client
+			during []*prescient.SlotRecord
+			err    error
+		)
 		cut := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
+			during, err = c.Slots(t.Context(), &prescient.SlotsParams{})
 			clk.Add(2 * time.Second)
 			cancel()
 			<-ctx.Done()
 			return time.Time{}, ctx.Err()
 		}
-		c := h.client(clk, register(t, "cut", cut, nil), nil)
+		c = h.client(clk, register(t, "cut", cut, nil), nil)
 		schedule(t, c, "1", "cut", "2026-03-10T10:15:00Z")
 		clk.Set("2026-03-10T10:15:01Z")
 		if _, err := c.FireSlot(ctx, ts("2026-03-10T10:15:00Z")); err == nil {
 			t.Fatal("FireSlot whose context ended under its check: no error")
+		}
+		if err != nil || len(during) != 1 || !during[0].FiringSince.Equal(ts("2026-03-10T10:15:01Z")) {
+			t.Errorf("the ledger while the check ran: %v, %v; want one row whose firing started at 10:15:01", during, err)
 		}
 		recs, err := c.Slots(t.Context(), &prescient.SlotsParams{})
 		if err != nil {
@@ -98,8 +109,8 @@ func TestLedgerTookOfAFiringCutShort(t *testing.T) {
 		if len(recs) != 1 {
 			t.Fatalf("ledger: %d rows, want 1 (slot 10:15 of s1)", len(recs))
 		}
-		if r := recs[0]; r.Complete() || r.Took != 2*time.Second {
-			t.Errorf("ledger row %+v: want it incomplete, having taken 2s", *r)
+		if r := recs[0]; r.Complete() || r.Took != 2*time.Second || !r.FiringSince.IsZero() {
+			t.Errorf("ledger row %+v: want it incomplete, having taken 2s, with no firing under way", *r)
 		}
 	})
 }

@@ -129,15 +129,17 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tSERVER\tKIND\tLAG\tSTATE\tCHECKED\tRESCHEDULED\tFAILURES\tUNKNOWN\tOUTCOMES")
 		live := make(map[string]bool)
+		byName := make(map[string]*prescient.Server, len(st.Servers))
 		for _, s := range st.Servers {
 			live[s.Name] = st.Now.Sub(s.HeartbeatAt) <= serverTimeout
+			byName[s.Name] = s
 		}
 		for _, r := range st.Recent {
 			state := "incomplete"
 			switch {
 			case r.Complete():
 				state = "done in " + r.Took.Round(time.Millisecond).String()
-			case r.Slot.Equal(st.Current) && live[r.Server]:
+			case r.Slot.Equal(st.Current) && live[r.Server] || r.RunningOn(byName[r.Server], st.Now, serverTimeout):
 				state = "running"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",

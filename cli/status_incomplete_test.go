@@ -73,3 +73,30 @@ func TestStatusShowsTheFiringsTime(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusCallsASlotFiredPastItsEndRunning: web-1, live, is still firing
+// the slot before the one in progress (a long slot); `prescient status`
+// said "incomplete", the state of a slot whose server died in it.
+func TestStatusCallsASlotFiredPastItsEndRunning(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		slot := now.Truncate(15 * time.Minute).Add(-15 * time.Minute)
+		if err := st.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: slot.Add(-time.Hour), HeartbeatAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Driver().SlotStart(ctx, &driver.SlotRecord{Slot: slot, Server: "web-1", Kind: prescient.KindFire, StartedAt: slot.Add(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		out := h.mustRun("status")
+		var line string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, slot.Format(time.RFC3339)) && strings.Contains(l, "web-1") && strings.Contains(l, "fire") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "running") {
+			t.Errorf("a slot its live server is still firing past its end: %q, want running\n%s", strings.TrimSpace(line), out)
+		}
+	})
+}

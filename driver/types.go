@@ -283,6 +283,11 @@ type SlotRecord struct {
 	// time to it. Measured on the client's clock (Config.Now), as StartedAt
 	// and FinishedAt are.
 	Took time.Duration `json:"took_ns"`
+	// FiringSince is the start of the firing under way, as the ledger knows
+	// it: set when a firing starts, zero once it ends, completed or cut
+	// short. A firing whose server died leaves it set; RunningOn tells
+	// them apart. Zero on a row an older prescient started.
+	FiringSince time.Time `json:"firing_since,omitzero"`
 	// Checked counts jobs whose check ran (to a result or a failure).
 	Checked int `json:"checked"`
 	// Rescheduled counts jobs that stayed pending with a later check.
@@ -301,6 +306,17 @@ type SlotRecord struct {
 
 // Complete reports whether the slot's firing finished.
 func (r *SlotRecord) Complete() bool { return !r.FinishedAt.IsZero() }
+
+// RunningOn reports whether the row's server, s, is firing the slot now, as
+// far as the ledger and the server registry tell: the row is unfinished, a
+// firing of it started (FiringSince) and has not ended, s is the row's
+// server, and s is live (a heartbeat within timeout of now) and has not
+// restarted since that firing started (a firing left by a process that
+// died is not running in the next one). s may be nil (not registered).
+func (r *SlotRecord) RunningOn(s *Server, now time.Time, timeout time.Duration) bool {
+	return s != nil && s.Name == r.Server && !r.Complete() && !r.FiringSince.IsZero() &&
+		!r.FiringSince.Before(s.StartedAt) && now.Sub(s.HeartbeatAt) <= timeout
+}
 
 // Add adds the counts and Took of o to r (Unknown included) and keeps the
 // larger MaxLateness. A nil o adds nothing.

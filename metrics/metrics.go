@@ -207,7 +207,7 @@ func New(opts *Opts) *Metrics {
 		unknown: prometheus.NewDesc("prescient_jobs_unknown_check",
 			"Pending jobs of a check this server has not registered, by check.", []string{"check"}, nil),
 		incomplete: prometheus.NewDesc("prescient_slots_incomplete",
-			"Slots before the one in progress that the latest ledger rows show started and not finished by any server.", nil, nil),
+			"Slots before the one in progress that the latest ledger rows show started and not finished by any server, and that no live server is firing.", nil, nil),
 		deliveries: prometheus.NewDesc("prescient_deliveries",
 			"Deliveries of events to sinks not delivered, by sink and state: pending (to be tried, or retried after a failure) and dead "+
 				"(every attempt allowed failed: the event never reached the sink until it is queued again). Every sink of the "+
@@ -406,9 +406,20 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	servers, err := c.Store().Driver().ServerList(ctx)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	byName := make(map[string]*prescient.Server, len(servers))
+	for _, s := range servers {
+		byName[s.Name] = s
+	}
+	// A slot is complete once a server finished it, and not counted either
+	// while a live server fires it past its end (see SlotRecord.RunningOn).
+	now := pc.Now().UTC()
 	complete := make(map[time.Time]bool, len(recs))
 	for _, rec := range recs {
-		complete[rec.Slot] = complete[rec.Slot] || rec.Complete()
+		complete[rec.Slot] = complete[rec.Slot] || rec.Complete() || rec.RunningOn(byName[rec.Server], now, pc.ServerTimeout)
 	}
 	if cut {
 		// The rows end inside the oldest slot's (another server's row of

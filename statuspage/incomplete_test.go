@@ -92,3 +92,50 @@ func TestIncompleteSlotsIgnoresASlotCutByTheRowLimit(t *testing.T) {
 		})
 	}
 }
+
+// A live server still firing slot 09:59 past its end (a long slot) is not a
+// server that died in it: the timeline said "incomplete" and both the card
+// and prescient_slots_incomplete counted it (found by a new user's trial,
+// a 6s check on a 2s grid). It is "running" now, and counted by neither.
+// A firing left by web-1's previous process (started before web-1's
+// current one) is still incomplete.
+func TestSlotFiredPastItsEndIsRunning(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			f := newFixture(t, st.open(t))
+			slot0957, slot0959 := at(9, 57, 0), at(9, 59, 0)
+			// web-1 started at 09:55 (the fixture's heartbeat).
+			must(t, f.drv.SlotStart(ctx, &driver.SlotRecord{Slot: slot0959, Server: "web-1", Kind: prescient.KindFire, StartedAt: at(9, 59, 1)}))
+			must(t, f.drv.SlotStart(ctx, &driver.SlotRecord{Slot: slot0957, Server: "web-1", Kind: prescient.KindFire, StartedAt: at(9, 54, 0)}))
+
+			m := metrics.New(&metrics.Opts{CacheFor: -1})
+			m.Watch(f.client)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(m)
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			metric := -1.0
+			for _, mf := range mfs {
+				if mf.GetName() == "prescient_slots_incomplete" {
+					metric = mf.GetMetric()[0].GetGauge().GetValue()
+				}
+			}
+			if metric != 2 {
+				t.Errorf("prescient_slots_incomplete = %v, want 2 (09:58, whose server died, and 09:57, left by web-1's previous process)", metric)
+			}
+
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			wantText(t, "slot 09:59", text(row(t, body, `data-slot="`+iso(slot0959)+`"`)), "running", "web-1")
+			wantText(t, "slot 09:57", text(row(t, body, `data-slot="`+iso(slot0957)+`"`)), "incomplete", "web-1")
+			wantText(t, "summary", text(between(t, body, `id="summary"`, "</section>")), "Incomplete slots 2")
+		})
+	}
+}

@@ -67,7 +67,8 @@ type overviewPage struct {
 	Ledger   int // ledger rows asked for
 	// Incomplete counts the slots among Fired that no server finished, as
 	// prescient_slots_incomplete does: a slot one server died in and
-	// another fired to the end is not (its first row stays "incomplete").
+	// another fired to the end is not (its first row stays "incomplete"),
+	// nor one a live server is firing.
 	Incomplete    int
 	ServerTimeout time.Duration
 	Servers       []serverRow
@@ -105,9 +106,10 @@ type slotRow struct {
 	Slot     time.Time
 	Position int
 	// State is "upcoming", "now" (the slot in progress), "done" (fired and
-	// finished), "running" (the slot in progress, being fired) or
-	// "incomplete" (fired and not finished: its server died or lost the
-	// database in it, or it is still running past its slot).
+	// finished), "running" (being fired by its live server: the slot in
+	// progress, or one whose firing runs past its slot's end) or
+	// "incomplete" (fired and not finished: its server died, stopped or
+	// lost the database in it).
 	State string
 	Jobs  int
 	Bar   int // 0..20, the jobs against the largest on the timeline
@@ -191,7 +193,9 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		d.ServerErr = p.failed(r, "the servers", err)
 	}
 	live := make(map[string]bool)
+	byName := make(map[string]*driver.Server, len(servers))
 	for _, s := range servers {
+		byName[s.Name] = s
 		age := d.Now.Sub(s.HeartbeatAt)
 		row := serverRow{Name: s.Name, StartedAt: s.StartedAt, HeartbeatAt: s.HeartbeatAt, Age: age,
 			Gone: age > cfg.ServerTimeout, Self: s.Name == cfg.Server,
@@ -219,6 +223,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	unfinished := make(map[time.Time]bool)
+	running := make(map[time.Time]bool)
 	for _, rec := range ledger {
 		row := slotRow{Slot: rec.Slot, Position: cfg.Grid.Position(rec.Slot), Jobs: rec.Checked,
 			Server: rec.Server, Kind: rec.Kind, Lag: rec.StartedAt.Sub(rec.Slot), Finished: rec.Complete(),
@@ -228,8 +233,11 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		case rec.Complete():
 			row.State = "done"
 			row.Took = rec.Took
-		case rec.Slot.Equal(d.Current) && live[rec.Server]:
+		case rec.Slot.Equal(d.Current) && live[rec.Server] || rec.RunningOn(byName[rec.Server], d.Now, cfg.ServerTimeout):
+			// Its live server fires it now: the slot in progress, or a
+			// firing the ledger says is under way past its slot's end.
 			row.State = "running"
+			running[rec.Slot] = true
 		default:
 			row.State = "incomplete"
 			unfinished[rec.Slot] = !finished[rec.Slot]
@@ -241,8 +249,8 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		// it, finished, may be cut off): it is not judged.
 		delete(unfinished, ledger[len(ledger)-1].Slot)
 	}
-	for _, u := range unfinished {
-		if u {
+	for slot, u := range unfinished {
+		if u && !running[slot] {
 			d.Incomplete++
 		}
 	}
