@@ -54,7 +54,13 @@ fails here, naming the check and its line.
 			if err != nil {
 				return err
 			}
-			if o.prepare {
+			if !o.prepare {
+				// The declared checks against the binary's Go checks, as
+				// every command that opens the database checks them.
+				if err := e.declare(cmd.Context(), nil, cfg, false); err != nil {
+					return err
+				}
+			} else {
 				st, err := openStore(cmd.Context(), cfg, false, false)
 				if err != nil {
 					return err

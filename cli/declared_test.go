@@ -346,6 +346,15 @@ func TestDeclaredQueryErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "checks.order_unshipped: this binary has a Go check named order_unshipped") {
 			t.Errorf("a declared check named as a Go check: %v", err)
 		}
+		// So do the two commands that validate the configuration without
+		// the database (found by a new user's trial: checks listed both
+		// and slots said "configuration OK").
+		for _, args := range [][]string{{"checks"}, {"checks", "--json"}, {"slots"}, {"slots", "--json"}} {
+			_, _, err := runAt(t, ctx, time.Now(), s.env, config, args...)
+			if err == nil || !strings.Contains(err.Error(), "checks.order_unshipped: this binary has a Go check named order_unshipped") {
+				t.Errorf("prescient %s with a declared check named as a Go check: %v", strings.Join(args, " "), err)
+			}
+		}
 	})
 }
 

@@ -46,10 +46,19 @@ configuration's error, if any (the exit status is non-zero then too).`,
 			if err != nil {
 				return err
 			}
-			if o.json {
-				return printSlotsJSON(cmd.OutOrStdout(), cfg)
+			// The whole configuration, as every command that opens the
+			// database validates it: declared checks included (a name a Go
+			// check of this binary has already), with no query prepared.
+			validate := func() error {
+				if err := cfg.Validate(); err != nil {
+					return err
+				}
+				return e.declare(cmd.Context(), nil, cfg, false)
 			}
-			return printSlots(cmd.OutOrStdout(), cfg)
+			if o.json {
+				return printSlotsJSON(cmd.OutOrStdout(), cfg, validate)
+			}
+			return printSlots(cmd.OutOrStdout(), cfg, validate)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")
@@ -82,7 +91,7 @@ type slotsPosition struct {
 
 // printSlotsJSON is printSlots as one JSON document. A configuration whose
 // grid is invalid has no positions to print: its error alone is returned.
-func printSlotsJSON(out io.Writer, cfg *Config) error {
+func printSlotsJSON(out io.Writer, cfg *Config, validate func() error) error {
 	pc := cfg.clientConfig()
 	g := pc.Grid
 	if err := g.Validate(); err != nil {
@@ -104,7 +113,7 @@ func printSlotsJSON(out io.Writer, cfg *Config) error {
 		}
 	}
 	rep.Warnings = append(rep.Warnings, overlapWarnings(cfg)...)
-	verr := cfg.Validate()
+	verr := validate()
 	rep.Valid = verr == nil
 	if verr != nil {
 		rep.Error = verr.Error()
@@ -132,8 +141,8 @@ func overlapWarnings(cfg *Config) []string {
 }
 
 // printSlots prints the grid and the ownership table of cfg, then validates
-// cfg and returns its error.
-func printSlots(out io.Writer, cfg *Config) error {
+// the configuration with validate and returns its error.
+func printSlots(out io.Writer, cfg *Config, validate func() error) error {
 	pc := cfg.clientConfig()
 	g := pc.Grid
 	if err := g.Validate(); err != nil {
@@ -172,7 +181,7 @@ func printSlots(out io.Writer, cfg *Config) error {
 		fmt.Fprintf(out, "warning: this configuration's server name, %q (server, PRESCIENT_SERVER or the host name), is not in ownership.static: "+
 			"a server started with it would fire no slot\n", pc.Server)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := validate(); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "configuration OK")
