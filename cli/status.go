@@ -88,8 +88,11 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
 	if j.Overdue > 0 {
-		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); run `prescient sweep` or start a server\n",
-			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Round(time.Second))
+		// Truncated, as the times printed are: "oldest due 10:00:00 (3s
+		// ago)" under "now 10:00:03".
+		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); the servers' next sweep takes them (`prescient sweep` now), "+
+			"but jobs of a check no server runs wait for one that does\n",
+			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Truncate(time.Second))
 	} else {
 		fmt.Fprintln(out, "overdue: 0")
 	}
@@ -101,7 +104,11 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tIN\tJOBS")
 		for _, l := range j.Upcoming {
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtTime(l.Slot), l.Slot.Sub(st.Now).Round(time.Second), l.Jobs)
+			in := "in progress" // the slot in progress, due already
+			if l.Slot.After(st.Now) {
+				in = l.Slot.Sub(st.Now).Round(time.Second).String()
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtTime(l.Slot), in, l.Jobs)
 		}
 		tw.Flush()
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // TestStatusCallsADeadSlotIncomplete: server web-2 started firing slot
@@ -99,4 +100,46 @@ func TestStatusCallsASlotFiredPastItsEndRunning(t *testing.T) {
 			t.Errorf("a slot its live server is still firing past its end: %q, want running\n%s", strings.TrimSpace(line), out)
 		}
 	})
+}
+
+// TestStatusSlotInProgressAndOverdue: the slot in progress, listed first
+// among the upcoming ones, read "-4s" (found by a new user's trial); the
+// overdue line said "(4s ago)" under "now 10:00:03" for a job due at
+// 10:00:00, and told the reader to run `prescient sweep` or start a server,
+// which does nothing for jobs of a check no server runs.
+func TestStatusSlotInProgressAndOverdue(t *testing.T) {
+	at := func(s string, ms int) time.Time {
+		return time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).Add(mustDuration(t, s) + time.Duration(ms)*time.Millisecond)
+	}
+	st := &prescient.Status{Now: at("3s", 600), Current: at("3s", 0), Grid: slots.Grid{Resolution: time.Second},
+		Jobs: &prescient.JobStats{Pending: 4, Overdue: 1, OldestOverdue: at("0s", 0),
+			Upcoming: []prescient.SlotLoad{{Slot: at("3s", 0), Jobs: 2}, {Slot: at("5s", 0), Jobs: 1}}}}
+	var b strings.Builder
+	writeStatus(&b, st, 30*time.Second)
+	out := b.String()
+	wantContains(t, "status", out, "oldest due 2026-01-01T10:00:00Z (3s ago)", "jobs of a check no server runs wait for one that does")
+	var cur, next string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(l, "2026-01-01T10:00:03Z"):
+			cur = l
+		case strings.Contains(l, "2026-01-01T10:00:05Z"):
+			next = l
+		}
+	}
+	if !strings.Contains(cur, "in progress") {
+		t.Errorf("the slot in progress among the upcoming: %q, want it in progress", cur)
+	}
+	if !strings.Contains(next, "1s") {
+		t.Errorf("the next slot: %q, want in 1s", next)
+	}
+}
+
+func mustDuration(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
