@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // row returns the table row of body whose opening tag holds attr, tags and
@@ -352,6 +353,32 @@ func TestUnknownCheckGoneOnceItsJobsAre(t *testing.T) {
 					text(between(t, body, "<h2>Unknown checks</h2>", "</section>")))
 			}
 			wantText(t, "summary", text(between(t, body, `id="summary"`, "</section>")), "Unknown checks 0")
+		})
+	}
+}
+
+// A check in the catalog (a server registered it once) that this server
+// found due and does not run: "Pending by check" said "another server" runs
+// it while "Unknown checks" listed it as found due here and not run, the
+// same page contradicting itself (found by a new user's trial, after
+// removing a declared check from the configuration).
+func TestCatalogedCheckFoundDueHereIsNotRunByAnotherServer(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, st.open(t))
+			must(t, f.drv.CatalogSave(context.Background(), []driver.CatalogEntry{{Check: "mystery"}}))
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d\n%s", code, body)
+			}
+			r := text(row(t, body, `class="check" data-check="mystery"`))
+			wantText(t, "mystery", r, "not this server")
+			if strings.Contains(r, "another server") {
+				t.Errorf("mystery, found due here and run by no server, is said to be run by another server: %s", r)
+			}
+			wantText(t, "greet", text(row(t, body, `class="check" data-check="greet"`)), "this server")
 		})
 	}
 }
