@@ -142,7 +142,7 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	sd, err := tx.Conn().PgConn().Prepare(ctx, "", query, nil)
 	if err != nil {
-		return nil, pgQueryError("prepare", query, err)
+		return nil, withDialectHint(pgQueryError("prepare", query, err), Postgres, query)
 	}
 	switch n := len(sd.ParamOIDs); {
 	case n == 0:
@@ -306,7 +306,7 @@ func (d liteDatabase) Describe(ctx context.Context, query string) (_ *Statement,
 	}()
 	rows, err := conn.QueryContext(ctx, query, KeysArg(SQLite, nil))
 	if err != nil {
-		return nil, liteQueryError("prepare", err)
+		return nil, withDialectHint(liteQueryError("prepare", err), SQLite, query)
 	}
 	defer rows.Close()
 	types, err := rows.ColumnTypes()
@@ -394,6 +394,31 @@ func liteQueryError(step string, err error) error {
 		return err
 	}
 	return &QueryError{Err: fmt.Errorf("%s: %w", step, err)}
+}
+
+// The other store's way of reading the due keys ($1), in a query.
+var (
+	sqliteKeysRE   = regexp.MustCompile(`(?i)json_each\s*\(\s*\$1\b`)
+	postgresKeysRE = regexp.MustCompile(`(?i)\bany\s*\(\s*\$1\b`)
+)
+
+// withDialectHint adds to a query error, from a query that reads $1 the
+// other store's way (a configuration written for SQLite, run against
+// PostgreSQL), how to read it on this one. Other errors are returned as
+// they are.
+func withDialectHint(err error, d Dialect, query string) error {
+	var qe *QueryError
+	if !errors.As(err, &qe) {
+		return err
+	}
+	switch {
+	case d == Postgres && sqliteKeysRE.MatchString(query):
+		return &QueryError{Err: fmt.Errorf("%w (json_each($1) is SQLite's form: on PostgreSQL $1 is an array of the due keys, write WHERE id = ANY($1))", qe.Err)}
+	case d == SQLite && postgresKeysRE.MatchString(query):
+		return &QueryError{Err: fmt.Errorf("%w (ANY($1) is PostgreSQL's form: on SQLite $1 is a JSON array of the due keys, "+
+			"write WHERE id IN (SELECT value FROM json_each($1)))", qe.Err)}
+	}
+	return err
 }
 
 func noKeysError(n int) error {

@@ -20,12 +20,8 @@ func TestPrepareRefuses(t *testing.T) {
 	forStores(t, func(t *testing.T, d *db) {
 		d.order("A", "unshipped", epoch, 1)
 		tests := []struct {
-			name   string
-			query  string
-			anchor string
-			field  string
-			msg    string
-			pgOnly bool
+			name, query, anchor, field, msg string
+			pgOnly                          bool
 		}{
 			{name: "typo in a column", query: `SELECT id AS key, placd_at FROM orders WHERE ` + d.due(), field: "query", msg: "placd_at"},
 			{name: "the line of a typo", query: "SELECT id AS key,\n  placd_at\nFROM orders WHERE " + d.due(), field: "query", msg: "at line 2 of the query", pgOnly: true},
@@ -39,6 +35,21 @@ func TestPrepareRefuses(t *testing.T) {
 			{name: "two columns of one name", query: `SELECT id AS key, status AS s, total AS s FROM orders WHERE ` + d.due(), field: "query", msg: `two columns named "s"`},
 			{name: "no anchor column", query: `SELECT id AS key, placed_at FROM orders WHERE ` + d.due(), anchor: "shipped_at", field: "anchor", msg: `no column named "shipped_at"`},
 			{name: "anchor not a time", query: `SELECT id AS key, status FROM orders WHERE ` + d.due(), anchor: "status", field: "anchor", msg: "text, not a point in time", pgOnly: true},
+		}
+		// A query written for the other store (a configuration moved from
+		// SQLite to PostgreSQL) is told how this one reads $1.
+		if d.kind == sqlcheck.Postgres {
+			tests = append(tests, struct {
+				name, query, anchor, field, msg string
+				pgOnly                          bool
+			}{name: "SQLite's form", query: `SELECT id AS key FROM orders WHERE id IN (SELECT value FROM json_each($1))`,
+				field: "query", msg: "json_each($1) is SQLite's form: on PostgreSQL $1 is an array of the due keys, write WHERE id = ANY($1)"})
+		} else {
+			tests = append(tests, struct {
+				name, query, anchor, field, msg string
+				pgOnly                          bool
+			}{name: "PostgreSQL's form", query: `SELECT id AS key FROM orders WHERE id = any ( $1 )`,
+				field: "query", msg: "ANY($1) is PostgreSQL's form: on SQLite $1 is a JSON array of the due keys"})
 		}
 		for _, tt := range tests {
 			if tt.pgOnly && d.kind != sqlcheck.Postgres {
