@@ -355,6 +355,18 @@ func TestDeclaredQueryErrors(t *testing.T) {
 				t.Errorf("prescient %s with a declared check named as a Go check: %v", strings.Join(args, " "), err)
 			}
 		}
+		// A query that does not use $1 is refused when the configuration is
+		// read, by every command (found by a new user's trial: only run and
+		// checks --prepare said so; migrate recorded it in the catalog and
+		// schedule created its jobs).
+		config = writeConfig(t, s.head+"checks:\n  extrakey:\n    entity: order\n    query: SELECT 'zzz' AS key\n    stages: [{after: 1h, event: e}]\n")
+		want = fmt.Sprintf("%s:%d: checks.extrakey.query: does not use $1", config, strings.Count(s.head, "\n")+4)
+		for _, args := range [][]string{{"checks"}, {"slots"}, {"schedule", "order", "1", "extrakey", "--in", "1h"}} {
+			_, _, err := runAt(t, ctx, time.Now(), s.env, config, args...)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("prescient %s with a query that does not use $1: %v; want an error containing %q", strings.Join(args, " "), err, want)
+			}
+		}
 	})
 }
 

@@ -113,8 +113,8 @@ func FieldErrors(err error) []*FieldError {
 }
 
 // Validate reports every problem of s that needs no database to see, each
-// as a *FieldError (joined with errors.Join): names, the ladder, guards and
-// batch size. Prepare calls it.
+// as a *FieldError (joined with errors.Join): names, a query without $1,
+// the ladder, guards and batch size. Prepare calls it.
 func (s *Spec) Validate() error {
 	var errs []error
 	bad := func(field string, format string, args ...any) {
@@ -134,8 +134,14 @@ func (s *Spec) Validate() error {
 			badErr("entity", err)
 		}
 	}
-	if strings.TrimSpace(s.Query) == "" {
+	switch {
+	case strings.TrimSpace(s.Query) == "":
 		bad("query", "is missing: a SELECT that returns a key column for the due keys in $1 that are still not there yet")
+	case !strings.Contains(s.Query, "$1"):
+		// Only a query with no "$1" anywhere: one with it in a comment or
+		// a string alone is found when the query is prepared.
+		bad("query", "does not use $1: it must select the due keys passed as $1 that are still not there yet "+
+			"(PostgreSQL: WHERE id = ANY($1); SQLite: WHERE id IN (SELECT value FROM json_each($1)))")
 	}
 	switch {
 	case s.Anchor == KeyColumn:

@@ -42,6 +42,7 @@ func TestValidate(t *testing.T) {
 		{"no entity", func(s *Spec) { s.Entity = "" }, "entity", "is missing"},
 		{"bad entity", func(s *Spec) { s.Entity = "a/b" }, "entity", "invalid entity name"},
 		{"no query", func(s *Spec) { s.Query = " \n" }, "query", "is missing"},
+		{"no $1", func(s *Spec) { s.Query = "SELECT 'zzz' AS key" }, "query", "does not use $1"},
 		{"anchor is the key", func(s *Spec) { s.Anchor = "key" }, "anchor", "cannot be the key column"},
 		{"no stages", func(s *Spec) { s.Stages = nil }, "stages", "at least one stage"},
 		{"negative after", func(s *Spec) { s.Stages[0].After = -time.Minute }, "stages[0].after", "is negative"},
