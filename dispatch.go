@@ -156,11 +156,11 @@ func (c *Client) holdSlot(ctx context.Context, slot time.Time, wait bool) (relea
 	}
 }
 
-// heldSlots returns the slots the client is firing.
+// heldSlots returns the slots the client is firing, oldest first.
 func (c *Client) heldSlots() []time.Time {
 	c.firingMu.Lock()
 	defer c.firingMu.Unlock()
-	return slices.Collect(maps.Keys(c.firing))
+	return slices.SortedFunc(maps.Keys(c.firing), time.Time.Compare)
 }
 
 // slotHasDue reports whether any job is still due in slot, or the store

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // FireSlot's record names what it is of, as a ledger row does: the slot,
@@ -73,34 +74,23 @@ func TestLedgerTookAddsUpFirings(t *testing.T) {
 }
 
 // A firing cut short still adds its time: its check ran 2s, then the call's
-// context ended; the slot stays incomplete, and its ledger row took 2s. The
-// row says when the firing under way started while it runs, and no longer
-// once it was cut short.
+// context ended; the slot stays incomplete, and its ledger row took 2s.
 func TestLedgerTookOfAFiringCutShort(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		var (
-			c      *prescient.Client
-			during []*prescient.SlotRecord
-			err    error
-		)
 		cut := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
-			during, err = c.Slots(t.Context(), &prescient.SlotsParams{})
 			clk.Add(2 * time.Second)
 			cancel()
 			<-ctx.Done()
 			return time.Time{}, ctx.Err()
 		}
-		c = h.client(clk, register(t, "cut", cut, nil), nil)
+		c := h.client(clk, register(t, "cut", cut, nil), nil)
 		schedule(t, c, "1", "cut", "2026-03-10T10:15:00Z")
 		clk.Set("2026-03-10T10:15:01Z")
 		if _, err := c.FireSlot(ctx, ts("2026-03-10T10:15:00Z")); err == nil {
 			t.Fatal("FireSlot whose context ended under its check: no error")
-		}
-		if err != nil || len(during) != 1 || !during[0].FiringSince.Equal(ts("2026-03-10T10:15:01Z")) {
-			t.Errorf("the ledger while the check ran: %v, %v; want one row whose firing started at 10:15:01", during, err)
 		}
 		recs, err := c.Slots(t.Context(), &prescient.SlotsParams{})
 		if err != nil {
@@ -109,8 +99,71 @@ func TestLedgerTookOfAFiringCutShort(t *testing.T) {
 		if len(recs) != 1 {
 			t.Fatalf("ledger: %d rows, want 1 (slot 10:15 of s1)", len(recs))
 		}
-		if r := recs[0]; r.Complete() || r.Took != 2*time.Second || !r.FiringSince.IsZero() {
-			t.Errorf("ledger row %+v: want it incomplete, having taken 2s, with no firing under way", *r)
+		if r := recs[0]; r.Complete() || r.Took != 2*time.Second {
+			t.Errorf("ledger row %+v: want it incomplete, having taken 2s", *r)
+		}
+	})
+}
+
+// heartbeatRecorder sends the Firing of every heartbeat the client sends,
+// as it sends it (before the store writes it: on SQLite the write waits
+// for the write lock a group holds).
+type heartbeatRecorder struct {
+	driver.Driver
+	firing chan []time.Time
+}
+
+func (d *heartbeatRecorder) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
+	d.firing <- srv.Firing
+	return d.Driver.ServerHeartbeat(ctx, srv)
+}
+
+// A server's heartbeat lists the slots it is firing, which status readers
+// call running (SlotRecord.RunningOn): listed while its check runs, no
+// longer at the heartbeat after the firing ended; the store keeps the list.
+func TestHeartbeatListsTheSlotsFiring(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		drv := &heartbeatRecorder{Driver: h.store.Driver(), firing: make(chan []time.Time, 1)}
+		var (
+			c      *prescient.Client
+			err    error
+			sent   = make(chan error, 1)
+			during []time.Time
+		)
+		check := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
+			go func() { sent <- c.Heartbeat(context.Background()) }()
+			during = <-drv.firing
+			return time.Time{}, nil
+		}
+		// The harness's configuration, over the recording driver.
+		cfg := h.client(clk, register(t, "c", check, nil), nil).Config()
+		c, err = prescient.NewClient(wrappedStore{h.store, drv}, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schedule(t, c, "1", "c", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:01Z")
+		fire(t, c, "2026-03-10T10:15:00Z")
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		if len(during) != 1 || !during[0].Equal(ts("2026-03-10T10:15:00Z")) {
+			t.Errorf("a heartbeat during the firing listed %v, want slot 10:15", during)
+		}
+		srvs, err := h.store.Driver().ServerList(t.Context())
+		if err != nil || len(srvs) != 1 || len(srvs[0].Firing) != 1 {
+			t.Errorf("servers after that heartbeat: %v, %v; want s1 firing 10:15", srvs, err)
+		}
+		go func() { sent <- c.Heartbeat(t.Context()) }()
+		if after := <-drv.firing; len(after) != 0 {
+			t.Errorf("a heartbeat after the firing listed %v, want none", after)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		if srvs, err := h.store.Driver().ServerList(t.Context()); err != nil || len(srvs) != 1 || len(srvs[0].Firing) != 0 {
+			t.Errorf("servers after the next heartbeat: %v, %v; want s1 firing nothing", srvs, err)
 		}
 	})
 }

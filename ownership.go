@@ -100,7 +100,8 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 			}
 		}
 	}
-	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions()})
+	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions(),
+		Firing: c.heldSlots()})
 	if err != nil {
 		if stopping.Err() != nil {
 			return err // stopping: the store did not fail

@@ -83,11 +83,16 @@ func TestStatusCallsASlotFiredPastItsEndRunning(t *testing.T) {
 		ctx := context.Background()
 		now := time.Now().UTC()
 		slot := now.Truncate(15 * time.Minute).Add(-15 * time.Minute)
-		if err := st.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: slot.Add(-time.Hour), HeartbeatAt: now}); err != nil {
+		// web-1's heartbeat lists the slot among those it fires; its row of
+		// the slot before, unfinished and not listed, is incomplete.
+		if err := st.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: slot.Add(-time.Hour), HeartbeatAt: now,
+			Firing: []time.Time{slot}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Driver().SlotStart(ctx, &driver.SlotRecord{Slot: slot, Server: "web-1", Kind: prescient.KindFire, StartedAt: slot.Add(time.Second)}); err != nil {
-			t.Fatal(err)
+		for _, s := range []time.Time{slot, slot.Add(-15 * time.Minute)} {
+			if err := st.Driver().SlotStart(ctx, &driver.SlotRecord{Slot: s, Server: "web-1", Kind: prescient.KindFire, StartedAt: s.Add(time.Second)}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		out := h.mustRun("status")
 		var line string
@@ -98,6 +103,11 @@ func TestStatusCallsASlotFiredPastItsEndRunning(t *testing.T) {
 		}
 		if !strings.Contains(line, "running") {
 			t.Errorf("a slot its live server is still firing past its end: %q, want running\n%s", strings.TrimSpace(line), out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, slot.Add(-15*time.Minute).Format(time.RFC3339)) && !strings.Contains(l, "incomplete") {
+				t.Errorf("the slot before, which web-1 no longer fires: %q, want incomplete", strings.TrimSpace(l))
+			}
 		}
 	})
 }

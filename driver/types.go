@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prescient-dev/prescient/history"
@@ -283,11 +284,6 @@ type SlotRecord struct {
 	// time to it. Measured on the client's clock (Config.Now), as StartedAt
 	// and FinishedAt are.
 	Took time.Duration `json:"took_ns"`
-	// FiringSince is the start of the firing under way, as the ledger knows
-	// it: set when a firing starts, zero once it ends, completed or cut
-	// short. A firing whose server died leaves it set; RunningOn tells
-	// them apart. Zero on a row an older prescient started.
-	FiringSince time.Time `json:"firing_since,omitzero"`
 	// Checked counts jobs whose check ran (to a result or a failure).
 	Checked int `json:"checked"`
 	// Rescheduled counts jobs that stayed pending with a later check.
@@ -307,15 +303,15 @@ type SlotRecord struct {
 // Complete reports whether the slot's firing finished.
 func (r *SlotRecord) Complete() bool { return !r.FinishedAt.IsZero() }
 
-// RunningOn reports whether the row's server, s, is firing the slot now, as
-// far as the ledger and the server registry tell: the row is unfinished, a
-// firing of it started (FiringSince) and has not ended, s is the row's
-// server, and s is live (a heartbeat within timeout of now) and has not
-// restarted since that firing started (a firing left by a process that
-// died is not running in the next one). s may be nil (not registered).
+// RunningOn reports whether the row's server, s, is firing the slot now:
+// the row is unfinished, s is the row's server, s is live (a heartbeat
+// within timeout of now) and its latest heartbeat listed the slot among
+// those it was firing (Server.Firing). A firing whose ledger finish was lost
+// leaves the list at the server's next heartbeat, and one of a process that
+// died is in no live server's list. s may be nil (not registered).
 func (r *SlotRecord) RunningOn(s *Server, now time.Time, timeout time.Duration) bool {
-	return s != nil && s.Name == r.Server && !r.Complete() && !r.FiringSince.IsZero() &&
-		!r.FiringSince.Before(s.StartedAt) && now.Sub(s.HeartbeatAt) <= timeout
+	return s != nil && s.Name == r.Server && !r.Complete() && now.Sub(s.HeartbeatAt) <= timeout &&
+		slices.ContainsFunc(s.Firing, r.Slot.Equal)
 }
 
 // Add adds the counts and Took of o to r (Unknown included) and keeps the
@@ -352,6 +348,10 @@ type Server struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// Positions are the positions the server fires, as it last reported them.
 	Positions []int `json:"positions"`
+	// Firing are the slots the server was firing at its latest heartbeat
+	// (its ticks, sweeps and FireSlot calls), oldest first; never nil when
+	// read. A slot a server fires past its end is "running" while listed.
+	Firing []time.Time `json:"firing"`
 }
 
 // Job is a pending job as stored.

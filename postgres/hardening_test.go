@@ -409,9 +409,9 @@ func TestKeyCollationKeepsStatistics(t *testing.T) {
 	}
 }
 
-// Migration 00013 adds the ledger's took_us (and 00014 firing_since). A
-// slot an install finished before them reads as the span from its start to
-// its finish; Down drops the columns, and Up again brings them back.
+// Migration 00013 adds the ledger's took_us. A slot an install finished
+// before it reads as the span from its start to its finish; Down drops the
+// column, and Up again brings it back.
 func TestLedgerTookMigration(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -423,8 +423,8 @@ func TestLedgerTookMigration(t *testing.T) {
 		start.Truncate(time.Minute), start, start.Add(2500*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provider.Up(ctx); err != nil {
-		t.Fatalf("migrate up: %v", err)
+	if _, err := provider.UpTo(ctx, 13); err != nil {
+		t.Fatalf("migrate up to 13: %v", err)
 	}
 	recs, err := s.SlotList(ctx, &driver.SlotListParams{})
 	if err != nil {
@@ -436,7 +436,7 @@ func TestLedgerTookMigration(t *testing.T) {
 	if _, err := provider.DownTo(ctx, 12); err != nil {
 		t.Fatalf("migrate down to 12: %v", err)
 	}
-	if _, err := provider.Up(ctx); err != nil {
-		t.Fatalf("migrate up again: %v", err)
+	if _, err := provider.UpTo(ctx, 13); err != nil {
+		t.Fatalf("migrate up to 13 again: %v", err)
 	}
 }

@@ -30,10 +30,9 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	}
 	_, err = s.pool.Exec(ctx, `
 		INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
-			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us, firing_since)
-		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10, 0, $4)
+			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
+		VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9::text::jsonb, $10, 0)
 		ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown,
-			firing_since = excluded.firing_since,
 			took_us = CASE WHEN p.took_us IS NULL AND p.finished_at IS NULL THEN NULL ELSE `+tookUS+` END`,
 		r.Slot, r.Server, r.Kind, r.StartedAt, r.Checked, r.Rescheduled, r.Failures, r.Unknown,
 		outcomes, micros(r.MaxLateness))
@@ -58,7 +57,7 @@ func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 			checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11, $12)
 		ON CONFLICT (slot, server) DO UPDATE SET
-			kind = excluded.kind, finished_at = excluded.finished_at, firing_since = NULL,
+			kind = excluded.kind, finished_at = excluded.finished_at,
 			checked = p.checked + excluded.checked, rescheduled = p.rescheduled + excluded.rescheduled,
 			failures = p.failures + excluded.failures, unknown = excluded.unknown,
 			outcomes = (SELECT coalesce(jsonb_object_agg(o.key, o.n), '{}') FROM (
@@ -84,7 +83,7 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT slot, server, kind, started_at, finished_at, checked, rescheduled, failures,
-			unknown, outcomes, max_lateness_us, `+tookUS+`, firing_since
+			unknown, outcomes, max_lateness_us, `+tookUS+`
 		FROM prescient_slots p
 		WHERE ($1::timestamptz IS NULL OR slot >= $1) AND ($2::timestamptz IS NULL OR slot < $2)
 		ORDER BY slot DESC, server
@@ -96,13 +95,12 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		var (
 			r        driver.SlotRecord
 			finished *time.Time
-			firing   *time.Time
 			outcomes []byte
 			lateness int64
 			took     int64
 		)
 		if err := row.Scan(&r.Slot, &r.Server, &r.Kind, &r.StartedAt, &finished, &r.Checked,
-			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateness, &took, &firing); err != nil {
+			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateness, &took); err != nil {
 			return nil, err
 		}
 		r.Slot = r.Slot.UTC()
@@ -110,7 +108,6 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		r.FinishedAt = utcOrZero(finished)
 		r.MaxLateness = duration(lateness)
 		r.Took = duration(took)
-		r.FiringSince = utcOrZero(firing)
 		if err := json.Unmarshal(outcomes, &r.Outcomes); err != nil {
 			return nil, fmt.Errorf("outcomes of slot %s: %w", r.Slot.Format(time.RFC3339), err)
 		}

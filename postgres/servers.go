@@ -16,33 +16,44 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	if positions == nil {
 		positions = []int{}
 	}
+	firing := srv.Firing
+	if firing == nil {
+		firing = []time.Time{}
+	}
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions) VALUES ($1, $2, $3, $4)
+		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
-			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions`,
-		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions)
+			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing`,
+		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing)
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(ctx, err))
 	}
 	return nil
 }
 
-// ServerList returns the registered servers by name; Positions is never nil.
+// ServerList returns the registered servers by name; Positions and Firing
+// are never nil.
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
+		SELECT name, started_at, heartbeat_at, positions, firing FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Server, error) {
 		var srv driver.Server
-		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions); err != nil {
+		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing); err != nil {
 			return nil, err
 		}
 		srv.StartedAt = srv.StartedAt.UTC()
 		srv.HeartbeatAt = srv.HeartbeatAt.UTC()
 		if srv.Positions == nil {
 			srv.Positions = []int{}
+		}
+		if srv.Firing == nil {
+			srv.Firing = []time.Time{}
+		}
+		for i, t := range srv.Firing {
+			srv.Firing[i] = t.UTC()
 		}
 		return &srv, nil
 	})

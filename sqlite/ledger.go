@@ -30,10 +30,9 @@ func (s *Store) SlotStart(ctx context.Context, r *driver.SlotRecord) error {
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO prescient_slots AS p (slot, server, kind, started_at, finished_at,
-				checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us, firing_since)
-			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, 0, $4)
+				checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
+			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, 0)
 			ON CONFLICT (slot, server) DO UPDATE SET kind = excluded.kind, finished_at = NULL, unknown = excluded.unknown,
-				firing_since = excluded.firing_since,
 				took_us = CASE WHEN p.took_us IS NULL AND p.finished_at IS NULL THEN NULL ELSE `+tookUS+` END`,
 			micros(r.Slot), r.Server, r.Kind, micros(r.StartedAt), r.Checked, r.Rescheduled, r.Failures,
 			r.Unknown, outcomes, durMicros(r.MaxLateness))
@@ -61,7 +60,7 @@ func (s *Store) SlotFinish(ctx context.Context, r *driver.SlotRecord) error {
 				checked, rescheduled, failures, unknown, outcomes, max_lateness_us, took_us)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (slot, server) DO UPDATE SET
-				kind = excluded.kind, finished_at = excluded.finished_at, firing_since = NULL,
+				kind = excluded.kind, finished_at = excluded.finished_at,
 				checked = p.checked + excluded.checked, rescheduled = p.rescheduled + excluded.rescheduled,
 				failures = p.failures + excluded.failures, unknown = excluded.unknown,
 				outcomes = (SELECT json_group_object(key, n) FROM (
@@ -89,7 +88,7 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 	}
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT slot, server, kind, started_at, finished_at, checked, rescheduled, failures,
-			unknown, outcomes, max_lateness_us, `+tookUS+`, firing_since
+			unknown, outcomes, max_lateness_us, `+tookUS+`
 		FROM prescient_slots p
 		WHERE ($1 IS NULL OR slot >= $1) AND ($2 IS NULL OR slot < $2)
 		ORDER BY slot DESC, server
@@ -104,11 +103,11 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 			r                     driver.SlotRecord
 			slot, started, lateUS int64
 			took                  int64
-			finished, firing      sql.NullInt64
+			finished              sql.NullInt64
 			outcomes              string
 		)
 		if err := rows.Scan(&slot, &r.Server, &r.Kind, &started, &finished, &r.Checked,
-			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateUS, &took, &firing); err != nil {
+			&r.Rescheduled, &r.Failures, &r.Unknown, &outcomes, &lateUS, &took); err != nil {
 			return nil, fmt.Errorf("list slots: %w", interpretError(err))
 		}
 		r.Slot = fromMicros(slot)
@@ -116,7 +115,6 @@ func (s *Store) SlotList(ctx context.Context, p *driver.SlotListParams) ([]*driv
 		r.FinishedAt = fromNullMicros(finished)
 		r.MaxLateness = duration(lateUS)
 		r.Took = duration(took)
-		r.FiringSince = fromNullMicros(firing)
 		if err := json.Unmarshal([]byte(outcomes), &r.Outcomes); err != nil {
 			return nil, fmt.Errorf("list slots: outcomes of slot %s: %w", r.Slot.Format(time.RFC3339), err)
 		}

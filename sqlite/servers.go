@@ -20,12 +20,20 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, err)
 	}
+	firing := make([]int64, 0, len(srv.Firing))
+	for _, t := range srv.Firing {
+		firing = append(firing, micros(t))
+	}
+	f, err := json.Marshal(firing)
+	if err != nil {
+		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, err)
+	}
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions) VALUES ($1, $2, $3, $4)
+			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
-				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions`,
-			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b))
+				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing`,
+			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f))
 		return err
 	})
 	if err != nil {
@@ -34,10 +42,11 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	return nil
 }
 
-// ServerList returns the registered servers by name; Positions is never nil.
+// ServerList returns the registered servers by name; Positions and Firing
+// are never nil.
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT name, started_at, heartbeat_at, positions FROM prescient_servers ORDER BY name`)
+		SELECT name, started_at, heartbeat_at, positions, firing FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
 	}
@@ -48,8 +57,9 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			srv           driver.Server
 			started, beat int64
 			positions     string
+			firing        string
 		)
-		if err := rows.Scan(&srv.Name, &started, &beat, &positions); err != nil {
+		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing); err != nil {
 			return nil, fmt.Errorf("list servers: %w", interpretError(err))
 		}
 		srv.StartedAt = fromMicros(started)
@@ -59,6 +69,14 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 		}
 		if srv.Positions == nil {
 			srv.Positions = []int{}
+		}
+		var us []int64
+		if err := json.Unmarshal([]byte(firing), &us); err != nil {
+			return nil, fmt.Errorf("list servers: slots %q is firing: %w", srv.Name, err)
+		}
+		srv.Firing = make([]time.Time, 0, len(us))
+		for _, u := range us {
+			srv.Firing = append(srv.Firing, fromMicros(u))
 		}
 		out = append(out, &srv)
 	}

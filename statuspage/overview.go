@@ -234,8 +234,8 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 			row.State = "done"
 			row.Took = rec.Took
 		case rec.Slot.Equal(d.Current) && live[rec.Server] || rec.RunningOn(byName[rec.Server], d.Now, cfg.ServerTimeout):
-			// Its live server fires it now: the slot in progress, or a
-			// firing the ledger says is under way past its slot's end.
+			// Its live server fires it now: the slot in progress, or one
+			// its latest heartbeat lists, fired past its slot's end.
 			row.State = "running"
 			running[rec.Slot] = true
 		default:

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -154,7 +155,15 @@ func testServers(t *testing.T, h *Harness) {
 			t.Fatalf("heartbeat %s: %v", s.Name, err)
 		}
 	}
-	a2 := &driver.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(3 * time.Minute), Positions: []int{0, 2}}
+	// srv-a fires two slots at its next heartbeat, then none at the one
+	// after: the list is the latest heartbeat's.
+	a2 := &driver.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(3 * time.Minute), Positions: []int{0, 2},
+		Firing: []time.Time{slot(1), slot(2)}}
+	if err := h.Store.ServerHeartbeat(t.Context(), a2); err != nil {
+		t.Fatalf("heartbeat again: %v", err)
+	}
+	serverDiffs(t, list(), []*driver.Server{a2, b})
+	a2.Firing, a2.HeartbeatAt = nil, at(4*time.Minute)
 	if err := h.Store.ServerHeartbeat(t.Context(), a2); err != nil {
 		t.Fatalf("heartbeat again: %v", err)
 	}
@@ -186,6 +195,13 @@ func serverDiffs(t *testing.T, got, want []*driver.Server) {
 		d.time("HeartbeatAt", got[i].HeartbeatAt, want[i].HeartbeatAt)
 		if len(got[i].Positions) != 0 || len(want[i].Positions) != 0 {
 			d.val("Positions", got[i].Positions, want[i].Positions)
+		}
+		if got[i].Firing == nil {
+			d.val("Firing", "nil", "not nil")
+		}
+		d.val("Firing (slots)", len(got[i].Firing), len(want[i].Firing))
+		for j := range min(len(got[i].Firing), len(want[i].Firing)) {
+			d.time(fmt.Sprintf("Firing[%d]", j), got[i].Firing[j], want[i].Firing[j])
 		}
 		d.check(t, "server "+want[i].Name)
 	}

@@ -17,7 +17,6 @@ func slotDiff(got, want *driver.SlotRecord) diff {
 	d.val("Kind", got.Kind, want.Kind)
 	d.time("StartedAt", got.StartedAt, want.StartedAt)
 	d.time("FinishedAt", got.FinishedAt, want.FinishedAt)
-	d.time("FiringSince", got.FiringSince, want.FiringSince)
 	d.val("Checked", got.Checked, want.Checked)
 	d.val("Rescheduled", got.Rescheduled, want.Rescheduled)
 	d.val("Failures", got.Failures, want.Failures)
@@ -49,9 +48,7 @@ func testLedger(t *testing.T, h *Harness) {
 	if len(recs) != 1 {
 		t.Fatalf("ledger after start: %d rows, want 1", len(recs))
 	}
-	started := *start
-	started.FiringSince = start.StartedAt // the firing under way
-	slotDiff(recs[0], &started).check(t, "started slot")
+	slotDiff(recs[0], start).check(t, "started slot")
 	if recs[0].Complete() {
 		t.Errorf("started slot is complete")
 	}
@@ -87,7 +84,6 @@ func testLedger(t *testing.T, h *Harness) {
 	}
 	want := fin
 	want.Kind, want.FinishedAt, want.Unknown = "catchup", time.Time{}, 0
-	want.FiringSince = restart.StartedAt // this firing's start, the row's stays
 	slotDiff(recs[0], &want).check(t, "restarted slot")
 	if recs[0].Complete() {
 		t.Errorf("restarted slot is complete")
@@ -107,23 +103,9 @@ func testLedger(t *testing.T, h *Harness) {
 	want.FinishedAt = fin2.FinishedAt
 	want.Checked, want.Rescheduled, want.Failures, want.Unknown = 12, 4, 2, 4
 	want.Took = fin.Took + fin2.Took
-	want.FiringSince = time.Time{}
 	want.Outcomes = map[history.Outcome]int{history.Done: 5, history.Failed: 1, history.Resolved: 1}
 	recs = slotList(t, h, &driver.SlotListParams{})
 	slotDiff(recs[0], &want).check(t, "slot finished twice")
-
-	// A firing cut short ends too: the row is incomplete, with no firing
-	// under way.
-	cutStart := &driver.SlotRecord{Slot: slot(8), Server: "srv-1", Kind: "fire", StartedAt: slot(8)}
-	if err := h.Store.SlotStart(t.Context(), cutStart); err != nil {
-		t.Fatalf("start slot: %v", err)
-	}
-	cut := *cutStart
-	cut.Checked, cut.Took = 1, time.Second
-	if err := h.Store.SlotFinish(t.Context(), &cut); err != nil {
-		t.Fatalf("finish slot cut short: %v", err)
-	}
-	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &cut).check(t, "slot cut short")
 }
 
 // Two firings of one slot under one server name that finish at once both
@@ -179,13 +161,13 @@ func testLedgerRowOfAnOlderPrescient(t *testing.T, h *Harness) {
 	if err := h.Store.SlotStart(t.Context(), again); err != nil {
 		t.Fatalf("start slot again: %v", err)
 	}
-	want.Kind, want.FinishedAt, want.FiringSince = "sweep", time.Time{}, again.StartedAt
+	want.Kind, want.FinishedAt = "sweep", time.Time{}
 	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &want).check(t, "the row fired again, in progress")
 	again.FinishedAt, again.Took, again.Checked = slot(9).Add(time.Second), 700*time.Millisecond, 1
 	if err := h.Store.SlotFinish(t.Context(), again); err != nil {
 		t.Fatalf("finish slot again: %v", err)
 	}
-	want.FinishedAt, want.Took, want.Checked, want.FiringSince = again.FinishedAt, 3200*time.Millisecond, 3, time.Time{}
+	want.FinishedAt, want.Took, want.Checked = again.FinishedAt, 3200*time.Millisecond, 3
 	slotDiff(slotList(t, h, &driver.SlotListParams{})[0], &want).check(t, "the row fired again, finished")
 
 	// An unfinished row of an older prescient has no span: it reads as no
