@@ -27,20 +27,7 @@ func TestIncompleteSlotsCountsSlotsNotRows(t *testing.T) {
 			if _, err := f.client.FireSlot(context.Background(), slot0958); err != nil {
 				t.Fatal(err)
 			}
-			m := metrics.New(&metrics.Opts{CacheFor: -1})
-			m.Watch(f.client)
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(m)
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			metric := -1.0
-			for _, mf := range mfs {
-				if mf.GetName() == "prescient_slots_incomplete" {
-					metric = mf.GetMetric()[0].GetGauge().GetValue()
-				}
-			}
+			metric := incompleteGauge(t, f)
 			srv := f.serve(t, &Opts{CacheFor: -1})
 			code, _, body := get(t, srv, "/")
 			if code != http.StatusOK {
@@ -116,20 +103,7 @@ func TestSlotFiredPastItsEndIsRunning(t *testing.T) {
 			must(t, f.drv.ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: at(9, 55, 0), HeartbeatAt: at(10, 2, 27),
 				Positions: []int{0, 1, 2, 3}, Firing: []time.Time{slot0958, slot0959}}))
 
-			m := metrics.New(&metrics.Opts{CacheFor: -1})
-			m.Watch(f.client)
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(m)
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			metric := -1.0
-			for _, mf := range mfs {
-				if mf.GetName() == "prescient_slots_incomplete" {
-					metric = mf.GetMetric()[0].GetGauge().GetValue()
-				}
-			}
+			metric := incompleteGauge(t, f)
 			if metric != 1 {
 				t.Errorf("prescient_slots_incomplete = %v, want 1 (09:57, which web-1 no longer fires)", metric)
 			}
@@ -144,4 +118,24 @@ func TestSlotFiredPastItsEndIsRunning(t *testing.T) {
 			wantText(t, "summary", text(between(t, body, `id="summary"`, "</section>")), "Incomplete slots 1")
 		})
 	}
+}
+
+// incompleteGauge reads prescient_slots_incomplete from the metrics of the
+// fixture's client, read at once (no cache); -1 when it is not reported.
+func incompleteGauge(t *testing.T, f *fixture) float64 {
+	t.Helper()
+	m := metrics.New(&metrics.Opts{CacheFor: -1})
+	m.Watch(f.client)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "prescient_slots_incomplete" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
 }
