@@ -11,7 +11,8 @@ import (
 	"github.com/prescient-dev/prescient/slots"
 )
 
-// Start records the grid and the check catalog in the store, runs the
+// Start records the grid and the check catalog in the store, registers the
+// server (heartbeating from then on, every Config.Heartbeat), runs the
 // start-up sweep (unless disabled; ending ctx cuts it short), fires the
 // current slot if this server owns it, and then fires every owned slot at
 // its boundary until Stop. Slot ticks, the scheduled sweep and pruning are
@@ -58,6 +59,16 @@ func (c *Client) Start(ctx context.Context) error {
 		stopNow()
 		return startError{err}
 	}
+	// Heartbeat from here on, through the start-up sweep however long it
+	// runs: a server silent for ServerTimeout is taken for gone, its
+	// positions by the others, and two servers restarted together would
+	// each fire every slot. Stop waits for the loop (it cannot run before
+	// Start returns: both hold c.mu).
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.heartbeatLoop(work)
+	}()
 
 	if !c.cfg.SweepOnStartDisabled {
 		// The sweep takes the slots before the one in progress now; the
@@ -94,15 +105,11 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.runMu.Lock()
 	c.running = true
-	c.wg.Add(2)
+	c.wg.Add(1)
 	c.runMu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		c.Tick(work) // the slot in progress at start-up
-	}()
-	go func() {
-		defer c.wg.Done()
-		c.heartbeatLoop(work)
 	}()
 	c.cron.Start()
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())

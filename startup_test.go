@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,69 @@ func TestStartWarnsOfAPoolTooSmallForTheWorkers(t *testing.T) {
 			t.Errorf("pool of %d: the warning does not give the pool and workers:\n%s", tc.conns, logs.String())
 		}
 	}
+}
+
+// A server heartbeats all through its start-up sweep, however long it runs:
+// a sweep longer than ServerTimeout would otherwise make the others take it
+// for gone (with AutoOwnership, take its positions, then give them back),
+// and two servers restarted together would each see only itself and fire
+// every slot. The sweep's check waits for a heartbeat sent after it began.
+func TestHeartbeatsDuringTheStartUpSweep(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:20:00Z")
+		drv := &heartbeatCounter{Driver: h.store.Driver()}
+		var failed error // the check's, read once Start (and so the sweep) has returned
+		check := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
+			before := drv.n.Load()
+			if before == 0 {
+				failed = fmt.Errorf("the start-up sweep ran before Start's first heartbeat")
+				return time.Time{}, failed
+			}
+			for deadline := time.Now().Add(10 * time.Second); drv.n.Load() == before; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					failed = fmt.Errorf("no heartbeat in 10s of the start-up sweep (heartbeat every 10ms): the others would take this server for gone after server_timeout")
+					return time.Time{}, failed
+				}
+			}
+			return time.Time{}, nil
+		}
+		cfg := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
+			c.SweepOnStartDisabled = false
+			c.Heartbeat, c.ServerTimeout = 10*time.Millisecond, time.Second
+		}).Config()
+		c, err := prescient.NewClient(wrappedStore{h.store, drv}, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
+		// Missed while the server was down (stored as given by the driver;
+		// the client would round a past time up to the next slot).
+		if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
+			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T10:00:00Z"), Now: clk.Now(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Stop(context.Background())
+		if failed != nil {
+			t.Fatal(failed)
+		}
+		recs := historyOf(t, c, "overdue")
+		if len(recs) != 1 || recs[0].Outcome != history.Done {
+			t.Fatalf("the overdue job's history after the start-up sweep: %+v; want it done (its check waits for a heartbeat during the sweep)", recs)
+		}
+	})
+}
+
+// heartbeatCounter counts the heartbeats the client sends.
+type heartbeatCounter struct {
+	driver.Driver
+	n atomic.Int64
+}
+
+func (d *heartbeatCounter) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
+	d.n.Add(1)
+	return d.Driver.ServerHeartbeat(ctx, srv)
 }
