@@ -18,14 +18,24 @@ type Status struct {
 	Current time.Time  `json:"current_slot"`
 	Grid    slots.Grid `json:"grid"`
 	Jobs    *JobStats  `json:"jobs"`
-	// Recent lists the latest ledger rows, newest slot first.
-	Recent []*SlotRecord `json:"recent_slots"`
+	// Recent lists the latest ledger rows, newest slot first, each with
+	// its state (JudgeSlots, against the servers' latest heartbeats and
+	// this client's Config.ServerTimeout).
+	Recent []*RecentSlot `json:"recent_slots"`
+	// Incomplete counts the slots of Recent left incomplete (JudgeSlots).
+	Incomplete int `json:"incomplete_slots"`
 	// Outcomes counts history records per outcome over the last day.
 	Outcomes map[history.Outcome]int `json:"outcomes_24h"`
 	Servers  []*Server               `json:"servers"`
 	// Deliveries counts, per sink, the pending and dead deliveries of
 	// events and those delivered over the last day.
 	Deliveries map[string]*DeliveryCount `json:"deliveries"`
+}
+
+// RecentSlot is a ledger row with its state.
+type RecentSlot struct {
+	*SlotRecord
+	State SlotState `json:"state"`
 }
 
 // StatusOpts tunes Status. Zero values take defaults.
@@ -58,7 +68,8 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 	}
 	st.Jobs.Upcoming = clampLoads(st.Jobs.Upcoming)
 	st.Jobs.OldestOverdue = slots.Clamp(st.Jobs.OldestOverdue)
-	if st.Recent, err = c.drv.SlotList(ctx, &driver.SlotListParams{Limit: o.Recent}); err != nil {
+	recs, cut, err := c.LatestSlots(ctx, time.Time{}, o.Recent)
+	if err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
 	if st.Outcomes, err = c.drv.HistoryCounts(ctx, now.Add(-24*time.Hour)); err != nil {
@@ -66,6 +77,12 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 	}
 	if st.Servers, err = c.drv.ServerList(ctx); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
+	}
+	var states []SlotState
+	states, st.Incomplete = JudgeSlots(recs, cut, st.Servers, now, st.Current, c.cfg.ServerTimeout)
+	st.Recent = make([]*RecentSlot, len(recs))
+	for i, r := range recs {
+		st.Recent[i] = &RecentSlot{SlotRecord: r, State: states[i]}
 	}
 	if st.Deliveries, err = c.drv.DeliveryCounts(ctx, now.Add(-24*time.Hour)); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)

@@ -80,9 +80,8 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 	return nil
 }
 
-// writeStatus prints st for people; serverTimeout tells a firing under way
-// (the slot in progress, by a server still live) from one its server left
-// unfinished, as the status page does.
+// writeStatus prints st for people; serverTimeout tells a live server from
+// one gone, as Status judged the slots.
 func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duration) {
 	j := st.Jobs
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
@@ -129,25 +128,20 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		tw.Flush()
 	}
 
-	fmt.Fprintln(out, "\nrecent slots:")
+	if st.Incomplete > 0 {
+		fmt.Fprintf(out, "\nrecent slots (%d incomplete: catch-up or the sweep takes their jobs):\n", st.Incomplete)
+	} else {
+		fmt.Fprintln(out, "\nrecent slots:")
+	}
 	if len(st.Recent) == 0 {
 		fmt.Fprintln(out, "  (none fired yet)")
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SLOT\tSERVER\tKIND\tLAG\tSTATE\tCHECKED\tRESCHEDULED\tFAILURES\tUNKNOWN\tOUTCOMES")
-		live := make(map[string]bool)
-		byName := make(map[string]*prescient.Server, len(st.Servers))
-		for _, s := range st.Servers {
-			live[s.Name] = st.Now.Sub(s.HeartbeatAt) <= serverTimeout
-			byName[s.Name] = s
-		}
 		for _, r := range st.Recent {
-			state := "incomplete"
-			switch {
-			case r.Complete():
+			state := string(r.State)
+			if r.State == prescient.SlotDone {
 				state = "done in " + r.Took.Round(time.Millisecond).String()
-			case r.Slot.Equal(st.Current) && live[r.Server] || r.RunningOn(byName[r.Server], st.Now, serverTimeout):
-				state = "running"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
 				fmtTime(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
@@ -165,9 +159,13 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		return
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tSTARTED\tLAST HEARTBEAT\tPOSITIONS")
+	fmt.Fprintln(tw, "  NAME\tSTATE\tSTARTED\tLAST HEARTBEAT\tPOSITIONS")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "  %s\t%s\t%s ago\t%v\n", s.Name, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
+		state := "live"
+		if st.Now.Sub(s.HeartbeatAt) > serverTimeout {
+			state = "gone"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", s.Name, state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
 	}
 	tw.Flush()
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +154,67 @@ func mustDuration(t *testing.T, s string) time.Duration {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// TestStatusCallsASlotAnotherServerFinishedSuperseded: web-2 died in two
+// slots; web-1 fired the first of them to the end. `prescient status` said
+// "incomplete" for both of web-2's rows, where only the second slot is left
+// to catch up (the status page's card and the metrics counted one), and
+// `status --json` gave no state at all: scripts had to judge the rows
+// themselves. Both now say superseded and incomplete, and count one.
+func TestStatusCallsASlotAnotherServerFinishedSuperseded(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		ctx := context.Background()
+		first, second := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 10, 15, 0, 0, time.UTC)
+		for _, r := range []*driver.SlotRecord{
+			{Slot: first, Server: "web-2", Kind: prescient.KindFire, StartedAt: first},
+			{Slot: second, Server: "web-2", Kind: prescient.KindFire, StartedAt: second},
+			{Slot: first, Server: "web-1", Kind: prescient.KindCatchup, StartedAt: second},
+		} {
+			if err := st.Driver().SlotStart(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Driver().SlotFinish(ctx, &driver.SlotRecord{Slot: first, Server: "web-1", Kind: prescient.KindCatchup,
+			StartedAt: second, FinishedAt: second.Add(time.Second), Took: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		out := h.mustRun("status")
+		wantContains(t, "status", out, "recent slots (1 incomplete")
+		state := func(slot time.Time, server string) string {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, slot.Format(time.RFC3339)) && strings.Contains(l, server) {
+					return l
+				}
+			}
+			return ""
+		}
+		if l := state(first, "web-2"); !strings.Contains(l, "superseded") {
+			t.Errorf("web-2's row of 10:00, which web-1 caught up: %q, want superseded\n%s", strings.TrimSpace(l), out)
+		}
+		if l := state(second, "web-2"); !strings.Contains(l, "incomplete") {
+			t.Errorf("web-2's row of 10:15, which no server finished: %q, want incomplete\n%s", strings.TrimSpace(l), out)
+		}
+
+		var js struct {
+			Recent []struct {
+				Slot   time.Time `json:"slot"`
+				Server string    `json:"server"`
+				State  string    `json:"state"`
+			} `json:"recent_slots"`
+			Incomplete *int `json:"incomplete_slots"`
+		}
+		raw := h.mustRun("status", "--json")
+		if err := json.Unmarshal([]byte(raw), &js); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, raw)
+		}
+		got := make(map[string]string)
+		for _, r := range js.Recent {
+			got[r.Slot.Format("15:04")+" "+r.Server] = r.State
+		}
+		want := map[string]string{"10:15 web-2": "incomplete", "10:00 web-1": "done", "10:00 web-2": "superseded"}
+		if !maps.Equal(got, want) || js.Incomplete == nil || *js.Incomplete != 1 {
+			t.Errorf("status --json: recent slots %v and %v incomplete; want %v and 1\n%s", got, js.Incomplete, want, raw)
+		}
+	})
 }

@@ -410,27 +410,9 @@ func (m *Metrics) readStore(ctx context.Context, c *prescient.Client, r *reading
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	byName := make(map[string]*prescient.Server, len(servers))
-	for _, s := range servers {
-		byName[s.Name] = s
-	}
-	// A slot is complete once a server finished it, and not counted either
-	// while a live server fires it past its end (see SlotRecord.RunningOn).
-	now := pc.Now().UTC()
-	complete := make(map[time.Time]bool, len(recs))
-	for _, rec := range recs {
-		complete[rec.Slot] = complete[rec.Slot] || rec.Complete() || rec.RunningOn(byName[rec.Server], now, pc.ServerTimeout)
-	}
-	if cut {
-		// The rows end inside the oldest slot's (another server's row of
-		// it, finished, may be cut off): it is not judged.
-		delete(complete, recs[len(recs)-1].Slot)
-	}
-	for _, done := range complete {
-		if !done {
-			r.incomplete++
-		}
-	}
+	// A slot is incomplete when no server finished it or fires it now (a
+	// live server firing it past its end: see prescient.JudgeSlots).
+	_, r.incomplete = prescient.JudgeSlots(recs, cut, servers, pc.Now().UTC(), r.current, pc.ServerTimeout)
 	if r.deliveries, err = c.DeliveryCounts(ctx, r.current); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

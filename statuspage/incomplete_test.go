@@ -3,6 +3,7 @@ package statuspage
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,17 @@ func TestIncompleteSlotsCountsSlotsNotRows(t *testing.T) {
 				t.Fatalf("prescient_slots_incomplete = %v, want 0 (the premise)", metric)
 			}
 			wantText(t, "summary, after web-1 finished slot 09:58", summary, "Incomplete slots 0")
+			// web-2's row of it, in red "incomplete" beside the card's 0,
+			// is superseded.
+			var web2 string
+			for _, r := range strings.Split(body, "<tr")[1:] {
+				if strings.Contains(r, `data-slot="`+iso(slot0958)+`"`) && strings.Contains(r, "web-2") {
+					web2 = r
+				}
+			}
+			if !strings.Contains(web2, `data-state="superseded"`) {
+				t.Errorf("web-2's row of slot 09:58, which web-1 fired to the end: %q, want superseded", text(web2))
+			}
 		})
 	}
 }

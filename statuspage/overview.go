@@ -65,10 +65,10 @@ type overviewPage struct {
 	Fired    []slotRow
 	FiredErr string
 	Ledger   int // ledger rows asked for
-	// Incomplete counts the slots among Fired that no server finished, as
-	// prescient_slots_incomplete does: a slot one server died in and
-	// another fired to the end is not (its first row stays "incomplete"),
-	// nor one a live server is firing.
+	// Incomplete counts the slots among Fired that no server finished nor
+	// fires now (prescient.JudgeSlots), as prescient_slots_incomplete does:
+	// a slot one server died in and another fired to the end is not (its
+	// first row is "superseded").
 	Incomplete    int
 	ServerTimeout time.Duration
 	Servers       []serverRow
@@ -107,9 +107,10 @@ type slotRow struct {
 	Position int
 	// State is "upcoming", "now" (the slot in progress), "done" (fired and
 	// finished), "running" (being fired by its live server: the slot in
-	// progress, or one whose firing runs past its slot's end) or
-	// "incomplete" (fired and not finished: its server died, stopped or
-	// lost the database in it).
+	// progress, or one whose firing runs past its slot's end),
+	// "superseded" (not finished by its server, which died, stopped or lost
+	// the database in it, and done or running on another) or "incomplete"
+	// (fired and not finished by any server): prescient.SlotState.
 	State string
 	Jobs  int
 	Bar   int // 0..20, the jobs against the largest on the timeline
@@ -193,9 +194,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		d.ServerErr = p.failed(r, "the servers", err)
 	}
 	live := make(map[string]bool)
-	byName := make(map[string]*driver.Server, len(servers))
 	for _, s := range servers {
-		byName[s.Name] = s
 		age := d.Now.Sub(s.HeartbeatAt)
 		row := serverRow{Name: s.Name, StartedAt: s.StartedAt, HeartbeatAt: s.HeartbeatAt, Age: age,
 			Gone: age > cfg.ServerTimeout, Self: s.Name == cfg.Server,
@@ -216,44 +215,18 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.FiredErr = p.failed(r, "the slot ledger", err)
 	}
-	finished := make(map[time.Time]bool)
-	for _, rec := range ledger {
-		if rec.Complete() {
-			finished[rec.Slot] = true
-		}
-	}
-	unfinished := make(map[time.Time]bool)
-	running := make(map[time.Time]bool)
-	for _, rec := range ledger {
+	states, incomplete := prescient.JudgeSlots(ledger, cut, servers, d.Now, d.Current, cfg.ServerTimeout)
+	for i, rec := range ledger {
 		row := slotRow{Slot: rec.Slot, Position: cfg.Grid.Position(rec.Slot), Jobs: rec.Checked,
 			Server: rec.Server, Kind: rec.Kind, Lag: rec.StartedAt.Sub(rec.Slot), Finished: rec.Complete(),
 			Rescheduled: rec.Rescheduled, Failures: rec.Failures, UnknownJobs: rec.Unknown,
-			Outcomes: outcomeList(rec.Outcomes)}
-		switch {
-		case rec.Complete():
-			row.State = "done"
+			Outcomes: outcomeList(rec.Outcomes), State: string(states[i])}
+		if rec.Complete() {
 			row.Took = rec.Took
-		case rec.Slot.Equal(d.Current) && live[rec.Server] || rec.RunningOn(byName[rec.Server], d.Now, cfg.ServerTimeout):
-			// Its live server fires it now: the slot in progress, or one
-			// its latest heartbeat lists, fired past its slot's end.
-			row.State = "running"
-			running[rec.Slot] = true
-		default:
-			row.State = "incomplete"
-			unfinished[rec.Slot] = !finished[rec.Slot]
 		}
 		d.Fired = append(d.Fired, row)
 	}
-	if cut {
-		// The rows end inside the oldest slot's (another server's row of
-		// it, finished, may be cut off): it is not judged.
-		delete(unfinished, ledger[len(ledger)-1].Slot)
-	}
-	for slot, u := range unfinished {
-		if u && !running[slot] {
-			d.Incomplete++
-		}
-	}
+	d.Incomplete = incomplete
 	bars(d.Fired)
 
 	catalog, err := p.client.Store().Driver().CatalogList(ctx)
