@@ -245,6 +245,74 @@ func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string
 	return n, nil
 }
 
+// RetireOpts tunes RetireCheck. The zero value retires the check's jobs of
+// every entity, RetireBatchDefault per transaction.
+type RetireOpts struct {
+	// Entity, when set, limits the retirement to the check's jobs of that
+	// entity, and leaves the catalog alone.
+	Entity string
+	// BatchSize is how many jobs a transaction cancels (default
+	// RetireBatchDefault).
+	BatchSize int
+}
+
+// RetireBatchDefault is RetireOpts.BatchSize's default.
+const RetireBatchDefault = 10_000
+
+// RetireCheck retires a check that no server runs any more: it moves every
+// pending job of the check to history as cancelled, finished by "retire",
+// in transactions of opts.BatchSize jobs, and then (unless opts.Entity is
+// set) removes the check from the catalog, so that Resolve no longer looks
+// for it and status readers no longer list it. opts may be nil. It returns
+// how many jobs it cancelled (those of the transactions that committed,
+// when it fails or ctx ends midway) and whether it removed the check's
+// catalog entry. A check this client runs is refused: take it out of every
+// server first, or a server would record it in the catalog again at its
+// next start and the application would go on scheduling it.
+func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts) (cancelled int, removed bool, err error) {
+	o := RetireOpts{BatchSize: RetireBatchDefault}
+	if opts != nil {
+		o.Entity = opts.Entity
+		if opts.BatchSize != 0 {
+			o.BatchSize = opts.BatchSize
+		}
+	}
+	if err := checks.ValidateName("check", check); err != nil {
+		return 0, false, fmt.Errorf("prescient: retire: %w", err)
+	}
+	if o.Entity != "" {
+		if err := checks.ValidateName("entity", o.Entity); err != nil {
+			return 0, false, fmt.Errorf("prescient: retire: %w", err)
+		}
+	}
+	if o.BatchSize < 0 {
+		return 0, false, fmt.Errorf("prescient: retire: batch size %d must be positive", o.BatchSize)
+	}
+	if _, ok := c.cfg.Checks.Lookup(check); ok {
+		return 0, false, fmt.Errorf("prescient: retire: check %s is registered with this client (Config.Checks): "+
+			"remove it from every server first", check)
+	}
+	for {
+		n, err := c.drv.JobCancelCheck(ctx, &driver.JobCancelCheckParams{Check: check, Entity: o.Entity,
+			Limit: o.BatchSize, Now: c.now(), By: "retire"})
+		cancelled += n
+		if err != nil {
+			return cancelled, false, fmt.Errorf("prescient: retire: %w (%d job(s) cancelled before)", err, cancelled)
+		}
+		if n < o.BatchSize {
+			break
+		}
+	}
+	if o.Entity != "" {
+		return cancelled, false, nil
+	}
+	removed, err = c.drv.CatalogDelete(ctx, check)
+	if err != nil {
+		return cancelled, false, fmt.Errorf("prescient: retire: %w (%d job(s) cancelled)", err, cancelled)
+	}
+	return cancelled, removed, nil
+}
+
 // Resolve says that event happened to the entity: every pending job of the
 // entity whose check awaits event (checks.Opts.Awaits, as recorded in the
 // store's catalog by a started client or by SyncCatalog) moves to history as

@@ -83,6 +83,7 @@ fails here, naming the check and its line.
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON for scripts")
 	cmd.Flags().BoolVar(&o.prepare, "prepare", false, "prepare the declared queries against the database, as run does")
+	cmd.AddCommand(e.retireCommand())
 	return cmd
 }
 

@@ -53,6 +53,9 @@ type Driver interface {
 	// has to know which checks it scheduled. Entries replace earlier entries of
 	// the same name; other names are left alone.
 	CatalogSave(ctx context.Context, entries []CatalogEntry) error
+	// CatalogDelete removes the check's catalog entry and reports whether
+	// there was one.
+	CatalogDelete(ctx context.Context, check string) (bool, error)
 
 	// JobSchedule upserts jobs on (entity, key, check) following each
 	// params' OnConflict rule, and returns the resulting rows in params order.
@@ -63,6 +66,11 @@ type Driver interface {
 	// JobCancel moves the matching pending jobs to history as cancelled and
 	// returns how many there were (0 is not an error).
 	JobCancel(ctx context.Context, tx any, p *JobCancelParams) (int, error)
+	// JobCancelCheck moves at most p.Limit pending jobs of check p.Check
+	// (of entity p.Entity only, when set) to history as cancelled, in one
+	// transaction of its own, and returns how many: fewer than p.Limit when
+	// none is left. A job being processed is waited for, as by JobCancel.
+	JobCancelCheck(ctx context.Context, p *JobCancelCheckParams) (int, error)
 	// JobResolve moves to history as resolved every pending job of the entity
 	// whose check awaits the event (per the catalog), and returns how many.
 	JobResolve(ctx context.Context, tx any, p *JobResolveParams) (int, error)

@@ -103,6 +103,15 @@ type JobCancelParams struct {
 	By string
 }
 
+// JobCancelCheckParams cancels pending jobs of one check: at most Limit
+// (positive) jobs, of entity Entity only when it is set.
+type JobCancelCheckParams struct {
+	Check, Entity string
+	Limit         int
+	Now           time.Time
+	By            string
+}
+
 // JobResolveParams settles the jobs of an entity awaiting Event.
 type JobResolveParams struct {
 	Entity, Key, Event string

@@ -608,6 +608,28 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 	return int(tag.RowsAffected()), nil
 }
 
+// JobCancelCheck moves at most p.Limit jobs of the check to history as
+// cancelled, as one statement of its own, locking them in lock order (see
+// lockOrder). A job being processed is waited for.
+func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		WITH locked AS MATERIALIZED (
+			SELECT j.id FROM prescient_jobs j
+			WHERE j.check_name = $1 AND ($2 = '' OR j.entity = $2)
+			ORDER BY `+lockOrder("j")+`
+			LIMIT $3
+			FOR UPDATE OF j
+		), gone AS (
+			DELETE FROM prescient_jobs j USING locked l WHERE j.id = l.id
+			RETURNING j.*
+		)`+historyMove,
+		p.Check, p.Entity, p.Limit, "cancelled", p.Now, p.By)
+	if err != nil {
+		return 0, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(ctx, err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // JobResolve moves to history as resolved the entity's jobs whose check
 // awaits p.Event in prescient_catalog, in the caller's transaction or as one
 // statement of its own. The jobs are locked in lock order (see lockOrder).

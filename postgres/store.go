@@ -468,6 +468,15 @@ func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) 
 	return nil
 }
 
+// CatalogDelete removes the check's catalog entry.
+func (s *Store) CatalogDelete(ctx context.Context, check string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM prescient_catalog WHERE check_name = $1`, check)
+	if err != nil {
+		return false, fmt.Errorf("remove check %s from the catalog: %w", check, interpretError(ctx, err))
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
 // micros converts a duration to the microseconds stored in _us columns.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 

@@ -196,6 +196,26 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 	return n, nil
 }
 
+// JobCancelCheck moves at most p.Limit jobs of the check to history as
+// cancelled, in one transaction of its own. A job being processed is waited
+// for (the processor holds the write lock).
+func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		var err error
+		// The same rows for both statements: the write lock is held, and
+		// the ids are taken in their order.
+		n, err = moveToHistory(ctx, tx, `WHERE id IN (
+				SELECT id FROM prescient_jobs WHERE check_name = $1 AND ($2 = '' OR entity = $2) ORDER BY id LIMIT $3)`,
+			p.Check, p.Entity, p.Limit, "cancelled", micros(p.Now), p.By)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(err))
+	}
+	return n, nil
+}
+
 // JobResolve moves to history as resolved the entity's jobs whose check
 // awaits p.Event in prescient_catalog, in the caller's transaction or one of
 // its own.

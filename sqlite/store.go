@@ -365,6 +365,23 @@ func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) 
 	return nil
 }
 
+// CatalogDelete removes the check's catalog entry.
+func (s *Store) CatalogDelete(ctx context.Context, check string) (bool, error) {
+	var n int64
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM prescient_catalog WHERE check_name = $1`, check)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove check %s from the catalog: %w", check, interpretError(err))
+	}
+	return n > 0, nil
+}
+
 // micros converts a time to the microseconds since the Unix epoch stored in
 // time columns, truncating (towards the past) as PostgreSQL's timestamptz
 // does through pgx.

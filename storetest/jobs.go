@@ -427,6 +427,64 @@ func testCancel(t *testing.T, h *Harness) {
 	jobDiff(get(t, h, "order", "2", "unshipped"), other).check(t, "other entity's job")
 }
 
+// testCancelCheck: JobCancelCheck cancels the jobs of one check, of one
+// entity when given, at most Limit a call; CatalogDelete removes the check's
+// catalog entry once.
+func testCancelCheck(t *testing.T, h *Harness) {
+	a := schedule(t, h, "order", "1", "retired", slot(1), `{"n": 1}`)
+	b := schedule(t, h, "order", "2", "retired", slot(2), "")
+	c := schedule(t, h, "invoice", "1", "retired", slot(1), "")
+	kept := schedule(t, h, "order", "1", "unshipped", slot(1), "")
+	cancel := func(entity string, limit int, now time.Time) int {
+		t.Helper()
+		n, err := h.Store.JobCancelCheck(t.Context(), &driver.JobCancelCheckParams{Check: "retired", Entity: entity, Limit: limit, Now: now, By: "retire"})
+		if err != nil {
+			t.Fatalf("cancel check retired (entity %q, limit %d): %v", entity, limit, err)
+		}
+		return n
+	}
+	if n := cancel("invoice", 10, at(time.Hour)); n != 1 {
+		t.Fatalf("cancel the invoices' jobs of check retired: %d, want 1", n)
+	}
+	wantGone(t, h, "invoice", "1", "retired")
+	recs := historyOf(t, h, "invoice", "1")
+	if len(recs) != 1 {
+		t.Fatalf("history of invoice 1: %d records, want 1", len(recs))
+	}
+	recordDiff(recs[0], c, history.Cancelled, at(time.Hour), "retire").check(t, "cancelled record of invoice 1")
+
+	if n := cancel("", 1, at(2*time.Hour)); n != 1 {
+		t.Fatalf("cancel one job of check retired: %d, want 1", n)
+	}
+	if n := cancel("", 10, at(2*time.Hour)); n != 1 {
+		t.Fatalf("cancel the rest of check retired: %d, want 1 (of 2, one cancelled before)", n)
+	}
+	if n := cancel("", 10, at(3*time.Hour)); n != 0 {
+		t.Fatalf("cancel check retired with none left: %d, want 0", n)
+	}
+	for _, j := range []*driver.Job{a, b} {
+		wantGone(t, h, j.Entity, j.Key, "retired")
+		recs := historyOf(t, h, j.Entity, j.Key)
+		if len(recs) != 1 {
+			t.Fatalf("history of %s %s: %d records, want 1", j.Entity, j.Key, len(recs))
+		}
+		recordDiff(recs[0], j, history.Cancelled, at(2*time.Hour), "retire").check(t, "cancelled record of "+j.Entity+" "+j.Key)
+	}
+	jobDiff(get(t, h, "order", "1", "unshipped"), kept).check(t, "another check's job")
+
+	if err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{{Check: "retired", Awaits: []string{"shipped"}}, {Check: "unshipped"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		if removed, err := h.Store.CatalogDelete(t.Context(), "retired"); err != nil || removed != want {
+			t.Errorf("catalog delete #%d: %v, %v; want %v, nil", i+1, removed, err, want)
+		}
+	}
+	if cat, err := h.Store.CatalogList(t.Context()); err != nil || len(cat) != 1 || cat[0].Check != "unshipped" {
+		t.Errorf("catalog after deleting retired: %+v, %v; want unshipped alone", cat, err)
+	}
+}
+
 func testResolve(t *testing.T, h *Harness) {
 	err := h.Store.CatalogSave(t.Context(), []driver.CatalogEntry{
 		{Check: "unshipped", Awaits: []string{"shipped"}},

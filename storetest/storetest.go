@@ -67,6 +67,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"Reschedule", testReschedule},
 		{"FirstCheckMoves", testFirstCheckMoves},
 		{"Cancel", testCancel},
+		{"CancelCheck", testCancelCheck},
 		{"Resolve", testResolve},
 		{"JobsDuePaging", testJobsDuePaging},
 		{"ProcessNext", testProcessNext},

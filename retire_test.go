@@ -1,0 +1,82 @@
+package prescient_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/history"
+)
+
+// A check taken out of every server leaves its pending jobs behind, unknown
+// to all of them, listed as such by status readers forever: RetireCheck
+// moves them to history as cancelled, by "retire", in transactions of
+// RetireOpts.BatchSize (here three transactions, the last short), and
+// removes the check from the catalog. A check the client still runs is refused.
+func TestRetireCheck(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, register(t, "kept", func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }, nil), nil)
+		if err := h.store.Driver().CatalogSave(ctx, []driver.CatalogEntry{{Check: "retired", Awaits: []string{"shipped"}}}); err != nil {
+			t.Fatal(err)
+		}
+		const batch = 3
+		n := 2*batch + 1
+		ps := make([]prescient.ScheduleParams, n)
+		for i := range ps {
+			ps[i] = prescient.ScheduleParams{Entity: "order", Key: strconv.Itoa(i), Check: "retired", At: ts("2026-03-10T10:15:00Z")}
+		}
+		if _, err := c.ScheduleMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		schedule(t, c, "0", "kept", "2026-03-10T10:15:00Z")
+		schedule(t, c, "invoice-1", "kept", "2026-03-10T10:15:00Z")
+		if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "invoice", Key: "1", Check: "retired", At: ts("2026-03-10T10:15:00Z")}); err != nil {
+			t.Fatal(err)
+		}
+
+		if _, _, err := c.RetireCheck(ctx, "kept", nil); err == nil || !strings.Contains(err.Error(), "registered with this client") {
+			t.Errorf("retire a check the client runs: %v; want it refused", err)
+		}
+		// One entity's first: the catalog entry stays.
+		if got, removed, err := c.RetireCheck(ctx, "retired", &prescient.RetireOpts{Entity: "invoice"}); err != nil || got != 1 || removed {
+			t.Fatalf("retire check retired of the invoices: %d, %v, %v; want 1, false, nil", got, removed, err)
+		}
+		got, removed, err := c.RetireCheck(ctx, "retired", &prescient.RetireOpts{BatchSize: batch})
+		if err != nil || got != n || !removed {
+			t.Fatalf("retire check retired: %d, %v, %v; want %d, true, nil", got, removed, err, n)
+		}
+		stats, err := c.JobStats(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.ByCheck["retired"] != 0 || stats.ByCheck["kept"] != 2 || stats.Pending != 2 {
+			t.Errorf("pending after retiring: %v (%d); want kept's 2 alone", stats.ByCheck, stats.Pending)
+		}
+		for _, key := range []string{"0", strconv.Itoa(n - 1)} {
+			recs := historyOf(t, c, key)
+			if len(recs) != 1 || recs[0].Check != "retired" || recs[0].Outcome != history.Cancelled || recs[0].FinishedBy != "retire" {
+				t.Errorf("history of order %s: %+v; want its job of check retired cancelled by retire", key, recs)
+			}
+		}
+		counts, err := h.store.Driver().HistoryCounts(ctx, ts("2026-03-10T00:00:00Z"))
+		if err != nil || counts[history.Cancelled] != n+1 {
+			t.Errorf("history counts: %v, %v; want %d cancelled", counts, err, n+1)
+		}
+		if cat, err := h.store.Driver().CatalogList(ctx); err != nil || len(cat) != 1 || cat[0].Check != "kept" {
+			t.Errorf("catalog after retiring: %+v, %v; want kept alone", cat, err)
+		}
+		if got, removed, err := c.RetireCheck(ctx, "retired", nil); err != nil || got != 0 || removed {
+			t.Errorf("retire it again: %d, %v, %v; want 0, false, nil", got, removed, err)
+		}
+		if _, _, err := c.RetireCheck(ctx, "bad name!", nil); err == nil {
+			t.Error("retire an invalid check name: no error")
+		}
+	})
+}
