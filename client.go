@@ -36,6 +36,11 @@ type Client struct {
 	// flight takes only runMu, never mu, so it never waits for Start or Stop.
 	runMu    sync.Mutex
 	running  bool
+	// starting is set from Start's first heartbeat until running: a sweep
+	// asked for then (positions taken over, the store back) is kept in
+	// sweepAsked and run once the client is running.
+	starting   bool
+	sweepAsked string
 	workCtx  context.Context // ends when Stop begins: start no new work
 	hardCtx  context.Context // ends when the grace is over: interrupt checks
 	stopWork context.CancelFunc

@@ -64,6 +64,9 @@ func (c *Client) Start(ctx context.Context) error {
 	// positions by the others, and two servers restarted together would
 	// each fire every slot. Stop waits for the loop (it cannot run before
 	// Start returns: both hold c.mu).
+	c.runMu.Lock()
+	c.starting, c.sweepAsked = true, ""
+	c.runMu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -105,12 +108,17 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.runMu.Lock()
 	c.running = true
+	c.starting = false
+	asked := c.sweepAsked
 	c.wg.Add(1)
 	c.runMu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		c.Tick(work) // the slot in progress at start-up
 	}()
+	if asked != "" {
+		c.sweepSoon(asked) // asked by a heartbeat during the start-up sweep
+	}
 	c.cron.Start()
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
 	if len(c.cfg.Ownership) > 0 && len(c.Positions()) == 0 {

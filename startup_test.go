@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,12 +103,14 @@ func TestHeartbeatsDuringTheStartUpSweep(t *testing.T) {
 		drv := &heartbeatCounter{Driver: h.store.Driver()}
 		var failed error // the check's, read once Start (and so the sweep) has returned
 		check := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
-			before := drv.n.Load()
-			if before == 0 {
+			if drv.n.Load() == 0 {
 				failed = fmt.Errorf("the start-up sweep ran before Start's first heartbeat")
 				return time.Time{}, failed
 			}
-			for deadline := time.Now().Add(10 * time.Second); drv.n.Load() == before; time.Sleep(5 * time.Millisecond) {
+			// Start's own heartbeat is the first: a second is the loop's.
+			// (On SQLite it then waits for the write lock this check's
+			// group holds, counted already: wait for no third.)
+			for deadline := time.Now().Add(10 * time.Second); drv.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					failed = fmt.Errorf("no heartbeat in 10s of the start-up sweep (heartbeat every 10ms): the others would take this server for gone after server_timeout")
 					return time.Time{}, failed
@@ -154,4 +157,69 @@ type heartbeatCounter struct {
 func (d *heartbeatCounter) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	d.n.Add(1)
 	return d.Driver.ServerHeartbeat(ctx, srv)
+}
+
+// A heartbeat during the start-up sweep that takes positions over (a
+// server died) asks for a sweep of the jobs the dead server left behind:
+// the client was not running yet, and that sweep was dropped, leaving them
+// to the next scheduled sweep (or none, with SweepSchedule "-"). It runs
+// once Start is done. PostgreSQL only: SQLite refuses automatic ownership.
+func TestTakeOverDuringTheStartUpSweepSweeps(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	ctx := context.Background()
+	clk := newClock("2026-03-10T10:20:00Z")
+	drv := &heartbeatCounter{Driver: h.store.Driver()}
+	rec := &recorder{}
+	var failed error
+	check := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
+		// Server "b" goes silent: past ServerTimeout, the next heartbeats
+		// of "a" take its positions over.
+		at := drv.n.Load()
+		clk.Set("2026-03-10T10:25:00Z")
+		for deadline := time.Now().Add(10 * time.Second); drv.n.Load() < at+2; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				failed = fmt.Errorf("no heartbeat in 10s of the start-up sweep")
+				return time.Time{}, failed
+			}
+		}
+		return time.Time{}, nil
+	}
+	cfg := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
+		c.Server, c.AutoOwnership, c.SweepOnStartDisabled = "a", true, false
+		c.Heartbeat, c.ServerTimeout = 10*time.Millisecond, time.Minute
+		c.Observer = rec
+	}).Config()
+	c, err := prescient.NewClient(wrappedStore{h.store, drv}, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "b", StartedAt: clk.Now().Add(-time.Hour), HeartbeatAt: clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
+	if _, err := h.store.Driver().JobReschedule(ctx, nil, &driver.JobRescheduleParams{
+		Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T10:00:00Z"), Now: clk.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if got := len(c.Positions()); got != cfg.Grid.Positions() {
+		t.Fatalf("a owns %d positions after b went silent, want all %d (the premise)", got, cfg.Grid.Positions())
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, _, sweeps, _ := rec.take()
+		if slices.ContainsFunc(sweeps, func(e prescient.SweepEvent) bool { return e.Trigger == "took over positions" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no sweep for the positions taken over during the start-up sweep, 10s after Start returned")
+		}
+	}
 }

@@ -22,7 +22,9 @@ type Status struct {
 	// its state (JudgeSlots, against the servers' latest heartbeats and
 	// this client's Config.ServerTimeout).
 	Recent []*RecentSlot `json:"recent_slots"`
-	// Incomplete counts the slots of Recent left incomplete (JudgeSlots).
+	// Incomplete counts the slots of Recent left incomplete (JudgeSlots),
+	// the slot in progress included; the oldest slot's rows are not
+	// counted when another server's row of it may lie past Recent.
 	Incomplete int `json:"incomplete_slots"`
 	// Outcomes counts history records per outcome over the last day.
 	Outcomes map[history.Outcome]int `json:"outcomes_24h"`

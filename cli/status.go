@@ -87,11 +87,22 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
 	if j.Overdue > 0 {
+		// Slots fired past their end: their jobs are overdue and being
+		// taken, which no sweep would speed up.
+		var firing []string
+		for _, r := range st.Recent {
+			if r.State == prescient.SlotRunning && r.Slot.Before(st.Current) {
+				firing = append(firing, fmtTime(r.Slot)+" by "+r.Server)
+			}
+		}
+		advice := "the servers' next sweep takes them (`prescient sweep` now), but jobs of a check no server runs wait for one that does"
+		if len(firing) > 0 {
+			advice = "slot(s) " + strings.Join(firing, ", ") + " still being fired, past their end, take their own; " + advice
+		}
 		// Truncated, as the times printed are: "oldest due 10:00:00 (3s
 		// ago)" under "now 10:00:03".
-		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); the servers' next sweep takes them (`prescient sweep` now), "+
-			"but jobs of a check no server runs wait for one that does\n",
-			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Truncate(time.Second))
+		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); %s\n",
+			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Truncate(time.Second), advice)
 	} else {
 		fmt.Fprintln(out, "overdue: 0")
 	}

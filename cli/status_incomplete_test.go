@@ -145,6 +145,18 @@ func TestStatusSlotInProgressAndOverdue(t *testing.T) {
 	if !strings.Contains(next, "1s") {
 		t.Errorf("the next slot: %q, want in 1s", next)
 	}
+	if strings.Contains(out, "still being fired") {
+		t.Errorf("no slot is fired past its end, yet:\n%s", out)
+	}
+
+	// The overdue job is in slot 10:00:00, which web-1 still fires past
+	// its end: the line said only that the next sweep would take it.
+	st.Recent = []*prescient.RecentSlot{{SlotRecord: &driver.SlotRecord{Slot: at("0s", 0), Server: "web-1", Kind: prescient.KindFire,
+		StartedAt: at("0s", 10)}, State: prescient.SlotRunning}}
+	b.Reset()
+	writeStatus(&b, st, 30*time.Second)
+	wantContains(t, "status, slot 10:00:00 fired past its end", b.String(),
+		"overdue: 1, oldest due 2026-01-01T10:00:00Z (3s ago); slot(s) 2026-01-01T10:00:00Z by web-1 still being fired, past their end, take their own;")
 }
 
 func mustDuration(t *testing.T, s string) time.Duration {
