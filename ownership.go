@@ -101,7 +101,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		}
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions(),
-		Firing: c.heldSlots()})
+		Firing: c.heldSlots(), Timeout: c.cfg.ServerTimeout})
 	if err != nil {
 		if stopping.Err() != nil {
 			return err // stopping: the store did not fail

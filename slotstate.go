@@ -25,8 +25,9 @@ const (
 
 // JudgeSlots returns the state of each of recs, ledger rows newest first as
 // LatestSlots returns them with cut, against servers as they last
-// heartbeated (a server is live within timeout of now; current is the slot
-// in progress at now), and how many slots are incomplete: slots with an
+// heartbeated (a server is live within its own timeout of now, or within
+// timeout when it recorded none: Server.Live; current is the slot in
+// progress at now), and how many slots are incomplete: slots with an
 // incomplete row and none done or running, but for the oldest slot when cut
 // (another server's row of it, done, may lie beyond the rows read).
 func JudgeSlots(recs []*SlotRecord, cut bool, servers []*Server, now, current time.Time, timeout time.Duration) (states []SlotState, incomplete int) {
@@ -41,7 +42,7 @@ func JudgeSlots(recs []*SlotRecord, cut bool, servers []*Server, now, current ti
 		switch {
 		case r.Complete():
 			states[i] = SlotDone
-		case r.Slot.Equal(current) && s != nil && now.Sub(s.HeartbeatAt) <= timeout, r.RunningOn(s, now, timeout):
+		case r.Slot.Equal(current) && s != nil && s.Live(now, timeout), r.RunningOn(s, now, timeout):
 			states[i] = SlotRunning
 		default:
 			continue

@@ -15,7 +15,8 @@ func TestJudgeSlots(t *testing.T) {
 	live := &prescient.Server{Name: "live", HeartbeatAt: now.Add(-timeout)}
 	firing := &prescient.Server{Name: "firing", HeartbeatAt: now.Add(-time.Second), Firing: []time.Time{s1015}}
 	gone := &prescient.Server{Name: "gone", HeartbeatAt: now.Add(-timeout - time.Nanosecond), Firing: []time.Time{current, s1015}}
-	servers := []*prescient.Server{live, firing, gone}
+	patient := &prescient.Server{Name: "patient", HeartbeatAt: now.Add(-time.Hour), Firing: []time.Time{s1015}, Timeout: 2 * time.Hour}
+	servers := []*prescient.Server{live, firing, gone, patient}
 	row := func(slot time.Time, server string, done bool) *prescient.SlotRecord {
 		r := &prescient.SlotRecord{Slot: slot, Server: server, Kind: "fire", StartedAt: slot}
 		if done {
@@ -43,6 +44,10 @@ func TestJudgeSlots(t *testing.T) {
 			[]prescient.SlotState{prescient.SlotRunning}, 0},
 		{"past its end, not listed by its live server", []*prescient.SlotRecord{row(s1000, "firing", false)}, false,
 			[]prescient.SlotState{prescient.SlotIncomplete}, 1},
+		{"past its end, listed by a server live by its own timeout", []*prescient.SlotRecord{row(s1015, "patient", false)}, false,
+			[]prescient.SlotState{prescient.SlotRunning}, 0},
+		{"the slot in progress, by a server live by its own timeout", []*prescient.SlotRecord{row(current, "patient", false)}, false,
+			[]prescient.SlotState{prescient.SlotRunning}, 0},
 		{"past its end, listed by a gone server", []*prescient.SlotRecord{row(s1015, "gone", false)}, false,
 			[]prescient.SlotState{prescient.SlotIncomplete}, 1},
 		{"cut short, and done by another", []*prescient.SlotRecord{row(s1015, "live", true), row(s1015, "gone", false)}, false,

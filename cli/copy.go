@@ -192,13 +192,13 @@ func refuseLiveServers(ctx context.Context, src driver.Driver, timeout time.Dura
 	}
 	var live []string
 	for _, s := range srvs {
-		if ago := now.Sub(s.HeartbeatAt); ago < timeout {
-			live = append(live, fmt.Sprintf("%s (heartbeat %s ago)", s.Name, max(ago, 0).Round(time.Second)))
+		if s.Live(now, timeout) {
+			live = append(live, fmt.Sprintf("%s (heartbeat %s ago)", s.Name, max(now.Sub(s.HeartbeatAt), 0).Round(time.Second)))
 		}
 	}
 	if len(live) > 0 {
 		return fmt.Errorf("copy: the source is in use by %s: stop every prescient server before copying, "+
-			"or what they change after the copy began is lost (a server that crashed counts as gone %s after its last heartbeat, ownership.server_timeout)",
+			"or what they change after the copy began is lost (a server that crashed counts as gone after its last heartbeat by its own ownership.server_timeout, or %s)",
 			strings.Join(live, ", "), timeout)
 	}
 	return nil

@@ -173,7 +173,7 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 	fmt.Fprintln(tw, "  NAME\tSTATE\tSTARTED\tLAST HEARTBEAT\tPOSITIONS")
 	for _, s := range st.Servers {
 		state := "live"
-		if st.Now.Sub(s.HeartbeatAt) > serverTimeout {
+		if !s.Live(st.Now, serverTimeout) {
 			state = "gone"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", s.Name, state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)

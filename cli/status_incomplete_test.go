@@ -230,3 +230,48 @@ func TestStatusCallsASlotAnotherServerFinishedSuperseded(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusJudgesServersByTheirOwnTimeout: `prescient status` run with a
+// configuration other than the servers' (the default server_timeout, 30s)
+// called a server gone whose own server_timeout (10m) it had not reached,
+// and its slot in progress incomplete. A server's heartbeat records its
+// timeout, and readers judge it by that; a server that recorded none (an
+// older prescient) by the reader's.
+func TestStatusJudgesServersByTheirOwnTimeout(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		current := now.Truncate(15 * time.Minute)
+		for _, s := range []*driver.Server{
+			{Name: "patient", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-5 * time.Minute), Timeout: 10 * time.Minute},
+			{Name: "older", StartedAt: now.Add(-time.Hour), HeartbeatAt: now.Add(-5 * time.Minute)},
+		} {
+			if err := st.Driver().ServerHeartbeat(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Driver().SlotStart(ctx, &driver.SlotRecord{Slot: current, Server: "patient", Kind: prescient.KindFire, StartedAt: current}); err != nil {
+			t.Fatal(err)
+		}
+		out := h.mustRun("status")
+		server := func(name string) string { // its line in the servers' table
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == name {
+					return l
+				}
+			}
+			return ""
+		}
+		if l := server("patient"); !strings.Contains(l, " live ") {
+			t.Errorf("a server 5m after its heartbeat, its own timeout 10m: %q, want live\n%s", strings.TrimSpace(l), out)
+		}
+		if l := server("older"); !strings.Contains(l, " gone ") {
+			t.Errorf("a server 5m after its heartbeat, no timeout recorded (the reader's is 30s): %q, want gone\n%s", strings.TrimSpace(l), out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, current.Format(time.RFC3339)) && strings.Contains(l, "patient") && !strings.Contains(l, "running") {
+				t.Errorf("the slot in progress, fired by the live server patient: %q, want running", strings.TrimSpace(l))
+			}
+		}
+	})
+}

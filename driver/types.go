@@ -313,13 +313,14 @@ type SlotRecord struct {
 func (r *SlotRecord) Complete() bool { return !r.FinishedAt.IsZero() }
 
 // RunningOn reports whether the row's server, s, is firing the slot now:
-// the row is unfinished, s is the row's server, s is live (a heartbeat
-// within timeout of now) and its latest heartbeat listed the slot among
+// the row is unfinished, s is the row's server, s is live (Server.Live: a
+// heartbeat within its own timeout of now, or within timeout when it
+// recorded none) and its latest heartbeat listed the slot among
 // those it was firing (Server.Firing). A firing whose ledger finish was lost
 // leaves the list at the server's next heartbeat, and one of a process that
 // died is in no live server's list. s may be nil (not registered).
 func (r *SlotRecord) RunningOn(s *Server, now time.Time, timeout time.Duration) bool {
-	return s != nil && s.Name == r.Server && !r.Complete() && now.Sub(s.HeartbeatAt) <= timeout &&
+	return s != nil && s.Name == r.Server && !r.Complete() && s.Live(now, timeout) &&
 		slices.ContainsFunc(s.Firing, r.Slot.Equal)
 }
 
@@ -359,8 +360,23 @@ type Server struct {
 	Positions []int `json:"positions"`
 	// Firing are the slots the server was firing at its latest heartbeat
 	// (its ticks, sweeps and FireSlot calls), oldest first; never nil when
-	// read. A slot a server fires past its end is "running" while listed.
+	// read, and empty when the latest heartbeat did not write it (an older
+	// prescient's). A slot a server fires past its end is "running" while
+	// listed.
 	Firing []time.Time `json:"firing"`
+	// Timeout is the server's own ServerTimeout, as its heartbeat recorded
+	// it; zero from an older prescient. Status readers judge the server
+	// by it (Live).
+	Timeout time.Duration `json:"timeout_ns,omitzero"`
+}
+
+// Live reports whether the server heartbeated within its own Timeout of
+// now, or within timeout when it recorded none.
+func (s *Server) Live(now time.Time, timeout time.Duration) bool {
+	if s.Timeout > 0 {
+		timeout = s.Timeout
+	}
+	return now.Sub(s.HeartbeatAt) <= timeout
 }
 
 // Job is a pending job as stored.

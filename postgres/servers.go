@@ -21,10 +21,12 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 		firing = []time.Time{}
 	}
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing) VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us)
+		VALUES ($1, $2, $3, $4, $5, $3, nullif($6::bigint, 0))
 		ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
-			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing`,
-		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing)
+			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
+			firing_at = excluded.firing_at, timeout_us = excluded.timeout_us`,
+		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing, srv.Timeout.Microseconds())
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(ctx, err))
 	}
@@ -35,15 +37,23 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 // are never nil.
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT name, started_at, heartbeat_at, positions, firing FROM prescient_servers ORDER BY name`)
+		SELECT name, started_at, heartbeat_at, positions,
+			-- A list another heartbeat wrote (an older prescient's since) is stale.
+			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '{}' END,
+			coalesce(timeout_us, 0)
+		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.Server, error) {
-		var srv driver.Server
-		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing); err != nil {
+		var (
+			srv     driver.Server
+			timeout int64
+		)
+		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing, &timeout); err != nil {
 			return nil, err
 		}
+		srv.Timeout = duration(timeout)
 		srv.StartedAt = srv.StartedAt.UTC()
 		srv.HeartbeatAt = srv.HeartbeatAt.UTC()
 		if srv.Positions == nil {

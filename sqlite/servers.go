@@ -10,7 +10,8 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 )
 
-// ServerHeartbeat upserts the server's row with every field of srv.
+// ServerHeartbeat upserts the server's row with every field of srv, and
+// records that its Firing was written with this heartbeat.
 func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	positions := srv.Positions
 	if positions == nil {
@@ -30,10 +31,12 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	}
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing) VALUES ($1, $2, $3, $4, $5)
+			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us)
+			VALUES ($1, $2, $3, $4, $5, $3, $6)
 			ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
-				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing`,
-			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f))
+				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
+				firing_at = excluded.firing_at, timeout_us = excluded.timeout_us`,
+			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f), nullDuration(srv.Timeout))
 		return err
 	})
 	if err != nil {
@@ -46,7 +49,11 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 // are never nil.
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT name, started_at, heartbeat_at, positions, firing FROM prescient_servers ORDER BY name`)
+		SELECT name, started_at, heartbeat_at, positions,
+			-- A list another heartbeat wrote (an older prescient's since) is stale.
+			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '[]' END,
+			coalesce(timeout_us, 0)
+		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
 	}
@@ -58,12 +65,14 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			started, beat int64
 			positions     string
 			firing        string
+			timeout       int64
 		)
-		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing); err != nil {
+		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing, &timeout); err != nil {
 			return nil, fmt.Errorf("list servers: %w", interpretError(err))
 		}
 		srv.StartedAt = fromMicros(started)
 		srv.HeartbeatAt = fromMicros(beat)
+		srv.Timeout = time.Duration(timeout) * time.Microsecond
 		if err := json.Unmarshal([]byte(positions), &srv.Positions); err != nil {
 			return nil, fmt.Errorf("list servers: positions of %q: %w", srv.Name, err)
 		}
@@ -97,4 +106,12 @@ func (s *Store) ServerDelete(ctx context.Context, name string, startedAt time.Ti
 		return fmt.Errorf("delete server %q: %w", name, interpretError(err))
 	}
 	return nil
+}
+
+// nullDuration is d in microseconds, or NULL when d is zero (not known).
+func nullDuration(d time.Duration) any {
+	if d == 0 {
+		return nil
+	}
+	return d.Microseconds()
 }

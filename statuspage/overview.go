@@ -197,7 +197,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 	for _, s := range servers {
 		age := d.Now.Sub(s.HeartbeatAt)
 		row := serverRow{Name: s.Name, StartedAt: s.StartedAt, HeartbeatAt: s.HeartbeatAt, Age: age,
-			Gone: age > cfg.ServerTimeout, Self: s.Name == cfg.Server,
+			Gone: !s.Live(d.Now, cfg.ServerTimeout), Self: s.Name == cfg.Server,
 			Positions: ranges(s.Positions), Count: len(s.Positions)}
 		live[s.Name] = !row.Gone
 		d.Servers = append(d.Servers, row)
