@@ -197,6 +197,13 @@ func TestSlotsCommand(t *testing.T) {
 		{"unowned position", "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n", []string{
 			"2         :30     (none: its jobs would never fire)"}, []string{"configuration OK"},
 			"ownership.static: position has no owner: position(s) [2]"},
+		// 360 positions printed one per row, and 360 on one line (found by
+		// an operator's trial): the fine grid's runs, one row each.
+		{"fine grid", "slots: {resolution: 10s}\n", []string{
+			"positions: 0 :00:00, 1 :00:10, 2 :00:20, …, 359 :59:50 (one every 10s)\n",
+			"0-359     :00:00-:59:50  every server (no static ownership)\n", "configuration OK"}, []string{"4 :00:40", "\n1 "}, ""},
+		{"fine grid, static map", "slots: {resolution: 1m}\nownership:\n  static:\n    a: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]\n    b: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59]\n", []string{
+			"0-29      :00-:29  a\n30-59     :30-:59  b\n", "configuration OK"}, nil, ""},
 		{"invalid grid", "slots:\n  resolution: 15m\n  cycle: 50m\n", nil, []string{"positions"}, ":3: slots.cycle:"},
 		{"other invalid key", "log:\n  format: xml\n", []string{"positions: 0 :00"}, []string{"configuration OK"}, ":2: log.format"},
 	}

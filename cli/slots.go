@@ -151,26 +151,48 @@ func printSlots(out io.Writer, cfg *Config, validate func() error) error {
 	fmt.Fprintf(out, "grid: resolution %s, offset %s, cycle %s: %d position(s)\n",
 		g.Resolution, g.Offset, cycleOf(g), g.Positions())
 	n := g.Positions()
-	labels := make([]string, n)
+	var labels []string
 	for p := range n {
-		labels[p] = fmt.Sprintf("%d %s", p, positionLabel(g, p))
+		if n > shortGrid && p == 3 {
+			// A fine grid: the first positions, then the last.
+			labels = append(labels, "…")
+			p = n - 1
+			labels = append(labels, fmt.Sprintf("%d %s (one every %s)", p, positionLabel(g, p), g.Resolution))
+			break
+		}
+		labels = append(labels, fmt.Sprintf("%d %s", p, positionLabel(g, p)))
 	}
 	fmt.Fprintf(out, "positions: %s\n\n", strings.Join(labels, ", "))
 
 	own := pc.Ownership
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POSITION\tSTARTS\tSERVERS")
-	for p := range n {
-		servers := "(none: its jobs would never fire)"
+	serversOf := func(p int) string {
 		switch {
 		case pc.AutoOwnership:
-			servers = "automatic: spread over the live servers"
+			return "automatic: spread over the live servers"
 		case len(own) == 0:
-			servers = "every server (no static ownership)"
+			return "every server (no static ownership)"
 		case len(own.Owners(p)) > 0:
-			servers = strings.Join(own.Owners(p), ", ")
+			return strings.Join(own.Owners(p), ", ")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\n", p, positionLabel(g, p), servers)
+		return "(none: its jobs would never fire)"
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POSITION\tSTARTS\tSERVERS")
+	for p := 0; p < n; {
+		servers, end := serversOf(p), p+1
+		if n > shortGrid {
+			// A fine grid: one row per run of positions with the same
+			// servers.
+			for end < n && serversOf(end) == servers {
+				end++
+			}
+		}
+		if end-p == 1 {
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", p, positionLabel(g, p), servers)
+		} else {
+			fmt.Fprintf(tw, "%d-%d\t%s-%s\t%s\n", p, end-1, positionLabel(g, p), positionLabel(g, end-1), servers)
+		}
+		p = end
 	}
 	tw.Flush()
 
@@ -187,6 +209,10 @@ func printSlots(out io.Writer, cfg *Config, validate func() error) error {
 	fmt.Fprintln(out, "configuration OK")
 	return nil
 }
+
+// shortGrid is the most positions `prescient slots` lists one by one; a
+// finer grid's are listed by runs.
+const shortGrid = 24
 
 func cycleOf(g slots.Grid) time.Duration {
 	if g.Cycle == 0 {
