@@ -56,6 +56,10 @@ type Config struct {
 	// Server names this server in the ledger, in history and in the
 	// ownership map. Default: the host name.
 	Server string
+	// FinishedBy is what history records as finished_by for the jobs this
+	// client's Cancel and Resolve calls (and their Tx forms) finish.
+	// Default "api"; the CLI's commands say "cli".
+	FinishedBy string
 	// Grid is the slot grid. Default: slots.ResolutionDefault with
 	// slots.CycleDefault.
 	Grid slots.Grid
@@ -236,6 +240,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = HeartbeatDefault
+	}
+	if c.FinishedBy == "" {
+		c.FinishedBy = "api"
 	}
 	if c.ServerTimeout == 0 {
 		c.ServerTimeout = ServerTimeoutDefault

@@ -238,7 +238,7 @@ func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string
 			return 0, fmt.Errorf("prescient: cancel: %w", err)
 		}
 	}
-	n, err := c.drv.JobCancel(ctx, tx, &driver.JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: "api"})
+	n, err := c.drv.JobCancel(ctx, tx, &driver.JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {
 		return 0, fmt.Errorf("prescient: %w", err) // the driver names the jobs
 	}
@@ -329,7 +329,7 @@ func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event strin
 	if err := checks.ValidateName("event", event); err != nil {
 		return 0, fmt.Errorf("prescient: resolve: %w", err)
 	}
-	n, err := c.drv.JobResolve(ctx, tx, &driver.JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: "api"})
+	n, err := c.drv.JobResolve(ctx, tx, &driver.JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {
 		return 0, fmt.Errorf("prescient: %w", err) // the driver names the jobs
 	}

@@ -147,6 +147,7 @@ log: {level: debug, format: json}
 	got := cfg.ClientConfig(nil, nil)
 	want := prescient.Config{
 		Server:               "web-1",
+		FinishedBy:           "api",
 		Grid:                 slots.Grid{Resolution: 5 * time.Minute, Offset: time.Minute, Cycle: 20 * time.Minute},
 		Ownership:            slots.Ownership{"web-1": {0, 1}, "web-2": {2, 3}},
 		Heartbeat:            2 * time.Second,

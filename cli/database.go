@@ -90,7 +90,7 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 		st.Close()
 		return nil, err
 	}
-	c, err := e.buildClient(st, cfg, recorded, e.logger(cfg))
+	c, err := e.buildClient(st, cfg, recorded, e.logger(cfg), "cli")
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -104,9 +104,10 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 
 // buildClient builds a client that is not started over st. recorded says
 // cfg holds the grid recorded in the database (see useRecordedGrid), which
-// an error then names.
-func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *slog.Logger) (*prescient.Client, error) {
+// an error then names; finishedBy is its Config.FinishedBy.
+func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *slog.Logger, finishedBy string) (*prescient.Client, error) {
 	pc := e.clientConfig(cfg, log)
+	pc.FinishedBy = finishedBy
 	c, err := prescient.NewClient(st, &pc)
 	if err != nil && recorded {
 		return nil, fmt.Errorf("the slot grid the servers recorded in the database, %s, does not fit this configuration "+

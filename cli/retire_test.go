@@ -66,3 +66,27 @@ func TestChecksRetire(t *testing.T) {
 		}
 	})
 }
+
+// History said "api" for a job an operator cancelled or resolved from the
+// command line, as for one the application's code finished: the commands
+// say "cli" (the HTTP API, served by run, still says "api").
+func TestCommandsFinishJobsAsCLI(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+		h.mustRun("schedule", "order", "2", "order_unshipped", "--in", "1h")
+		h.mustRun("cancel", "order", "1")
+		h.mustRun("resolve", "order", "2", "shipped")
+		recs, err := st.Driver().HistoryList(context.Background(), history.Filter{Entity: "order"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 {
+			t.Fatalf("history: %d records, want 2", len(recs))
+		}
+		for _, r := range recs {
+			if r.FinishedBy != "cli" {
+				t.Errorf("order %s, %s from the command line: finished by %q, want cli", r.Key, r.Outcome, r.FinishedBy)
+			}
+		}
+	})
+}

@@ -342,7 +342,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		log.Info("using the slot grid recorded in the database: the configuration does not set slots.resolution or slots.offset",
 			"grid", gridText(cfg.clientConfig().Grid))
 	}
-	client, err := e.buildClient(st, &cfg, recorded, log)
+	client, err := e.buildClient(st, &cfg, recorded, log, "") // "api": the HTTP API's calls
 	if err != nil {
 		st.Close()
 		return nil, nil, permanentError{err}

@@ -76,8 +76,9 @@ type Record struct {
 	CreatedAt time.Time       `json:"created_at"`
 	// FinishedAt is when the job left the pending table.
 	FinishedAt time.Time `json:"finished_at"`
-	// FinishedBy names the server, or "api"/"sql" for the application, that
-	// finished the job.
+	// FinishedBy names the server that finished the job, or "api" (the Go
+	// library and the HTTP API; Config.FinishedBy), "cli" (a command),
+	// "sql" (the SQL functions) or "retire" (a check retired).
 	FinishedBy string `json:"finished_by"`
 }
 
