@@ -69,10 +69,15 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
-	did, unknown, cut := c.dispatch(work, hard, slot)
+	t := &tally{}
+	flushed := c.recordProgress(hard, ledger, t)
+	did, unknown, cut := c.dispatch(work, hard, slot, t)
 	if did == nil {
 		did = &SlotRecord{}
 	}
+	// What the ledger has of this firing already (its progress, recorded
+	// while it ran), to be left out of what SlotFinish adds below.
+	before := flushed()
 	// The record names what it is of, as a ledger row does; FinishedAt is
 	// set once the firing completed.
 	did.Slot, did.Server, did.Kind, did.StartedAt = slot, c.cfg.Server, kind, start
@@ -80,7 +85,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
 	}
 	c.noteUnknown(unknown)
-	ledger.Add(did)
+	ledger.Add(minus(did, before))
 	// Unknown counts the jobs the latest firing left pending, not a sum over
 	// firings (each would count the same jobs again).
 	ledger.Unknown = did.Unknown
@@ -95,8 +100,8 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 	// This firing's own time, on the client's clock as the row's start and
 	// finish are; SlotFinish adds it to the earlier firings'.
 	end := c.now()
-	ledger.Took = max(end.Sub(start), 0)
-	did.Took = ledger.Took
+	did.Took = max(end.Sub(start), 0)
+	ledger.Took = max(did.Took-before.Took, 0)
 	if cut != nil {
 		// The slot stays incomplete in the ledger, with what it did: the
 		// rest is still due, and catch-up or the sweep will take it.
@@ -186,21 +191,20 @@ func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (
 
 // dispatch lists the jobs due in slot page by page, splits each page into
 // groups (see plan) and runs up to Workers groups at once, each in its own
-// transaction. It returns what the groups did, the jobs of unknown checks
-// per check name, and what cut the firing short, if anything did.
-func (c *Client) dispatch(work, hard context.Context, slot time.Time) (did *SlotRecord, unknown map[string]int, cut error) {
-	did = &SlotRecord{}
+// transaction, adding what each did to t as it ends. It returns what the
+// groups did, the jobs of unknown checks per check name, and what cut the
+// firing short, if anything did.
+func (c *Client) dispatch(work, hard context.Context, slot time.Time, t *tally) (did *SlotRecord, unknown map[string]int, cut error) {
 	unknown = make(map[string]int)
 	var (
-		mu    sync.Mutex
 		wg    sync.WaitGroup
 		errs  []error
 		after int64
 	)
-	tally := func(t *SlotRecord, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		did.Add(t)
+	tally := func(r *SlotRecord, err error) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.did.Add(r)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -297,7 +301,7 @@ list:
 		}
 	}
 	wg.Wait()
-	return did, unknown, joinFew(errs)
+	return t.snapshot(), unknown, joinFew(errs)
 }
 
 // runAlone ends the condemned jobs as failed, then runs each of the alone

@@ -271,6 +271,10 @@ type SlotLoad struct {
 }
 
 // SlotRecord is one row of the slot ledger: one server's firing of one slot.
+// While a firing runs, the server records what its groups did so far every
+// Config.Heartbeat (the counts, outcomes and Took below), so that the row
+// shows a long slot's progress, and keeps it up to that record when the
+// server dies in the firing.
 type SlotRecord struct {
 	Slot   time.Time `json:"slot"`
 	Server string    `json:"server"`
@@ -287,7 +291,7 @@ type SlotRecord struct {
 	// duration added up (a slot fired at its boundary and again by a sweep
 	// an hour later took the two firings' time, not the hour between). A
 	// firing cut short adds its time as well; a server that died in one
-	// adds nothing for it. A row an older prescient finished, which kept no
+	// adds its time up to its last progress record that counted something. A row an older prescient finished, which kept no
 	// time, reads as the span from StartedAt to FinishedAt; an older
 	// prescient's firing of a row this one wrote (after a rollback) adds no
 	// time to it. Measured on the client's clock (Config.Now), as StartedAt
