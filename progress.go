@@ -32,7 +32,10 @@ func (t *tally) snapshot() *SlotRecord {
 // its groups committed up to its last record. base is the firing's ledger
 // record (slot, server, kind, start). The returned function stops it and
 // returns what it recorded, Took included, for the firing's SlotFinish to
-// leave out. A record that fails is counted again at the next.
+// leave out. A record that fails is taken as made: SlotFinish adds, and one
+// whose answer was lost may have been added, so the row may then count less
+// than the firing did, never more. Each record gets stopTimeout, so that a
+// store that does not answer holds the firing's end up no longer.
 func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *tally) (stop func() *SlotRecord) {
 	recorded := &SlotRecord{}
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -59,11 +62,12 @@ func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *tally)
 			rec.Add(delta)
 			rec.Unknown = now.Unknown
 			rec.Took = max(now.Took-recorded.Took, 0)
-			if err := c.drv.SlotFinish(ctx, rec); err != nil {
-				if ctx.Err() == nil {
-					c.storeError(StoreOpLedger, err)
-				}
-				continue
+			rctx, cancel := context.WithTimeout(ctx, stopTimeout)
+			err := c.drv.SlotFinish(rctx, rec)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				c.storeError(StoreOpLedger, err)
+				c.log.Warn("record a slot's progress in the ledger: its row may count less than the firing did", "slot", base.Slot, "error", err)
 			}
 			recorded = now
 		}
