@@ -34,17 +34,12 @@ type Client struct {
 
 	// runMu guards what background work reads of the lifecycle. Work in
 	// flight takes only runMu, never mu, so it never waits for Start or Stop.
-	runMu   sync.Mutex
-	running bool
-	// starting is set from Start's first heartbeat until running: a sweep
-	// asked for then (positions taken over, the store back) is kept in
-	// sweepAsked and run once the client is running.
-	starting   bool
-	sweepAsked string
-	workCtx    context.Context // ends when Stop begins: start no new work
-	hardCtx    context.Context // ends when the grace is over: interrupt checks
-	stopWork   context.CancelFunc
-	stopNow    context.CancelFunc
+	runMu    sync.Mutex
+	running  bool
+	workCtx  context.Context // ends when Stop begins: start no new work
+	hardCtx  context.Context // ends when the grace is over: interrupt checks
+	stopWork context.CancelFunc
+	stopNow  context.CancelFunc
 
 	// isolateUntil (Unix ns on the client's clock) is when groups may leave
 	// their savepoints out again (see optimistic).

@@ -12,10 +12,10 @@ import (
 )
 
 // Start records the grid and the check catalog in the store, registers the
-// server (heartbeating from then on, every Config.Heartbeat), runs the
-// start-up sweep (unless disabled; ending ctx cuts it short), fires the
-// current slot if this server owns it, and then fires every owned slot at
-// its boundary until Stop. Slot ticks, the scheduled sweep and pruning are
+// server (heartbeating from then on, every Config.Heartbeat), fires the
+// current slot if this server owns it and then every owned slot at its
+// boundary until Stop, and runs the start-up sweep meanwhile (unless
+// disabled; ending ctx cuts it short). Slot ticks, the scheduled sweep and pruning are
 // driven by robfig/cron. Start returns once the start-up work is done; ctx
 // bounds that work only: the client runs until Stop, whatever becomes of
 // ctx.
@@ -59,35 +59,17 @@ func (c *Client) Start(ctx context.Context) error {
 		stopNow()
 		return startError{err}
 	}
-	// Heartbeat from here on, through the start-up sweep however long it
-	// runs: a server silent for ServerTimeout is taken for gone, its
-	// positions by the others, and two servers restarted together would
-	// each fire every slot. Stop waits for the loop (it cannot run before
-	// Start returns: both hold c.mu).
-	c.runMu.Lock()
-	c.starting, c.sweepAsked = true, ""
-	c.runMu.Unlock()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.heartbeatLoop(work)
-	}()
-
+	// The start-up sweep takes the slots before the one in progress now,
+	// and the ticks, which run meanwhile, every owned slot from that one
+	// on: a server whose start-up sweep takes long fires its slots on time,
+	// with the positions its heartbeats take (another's, a server having
+	// died) meanwhile.
 	if !c.cfg.SweepOnStartDisabled {
-		// The sweep takes the slots before the one in progress now; the
-		// first tick takes every owned slot from that one on, so that a slot
-		// that passes while a long start-up sweep runs is not left to the
-		// next scheduled sweep.
 		cut := c.cfg.Grid.Floor(c.now())
 		c.tickMu.Lock()
 		c.lastGood = c.cfg.Grid.Add(cut, -1)
 		c.tickMu.Unlock()
-		// Start's caller may give up (a signal during a long start-up sweep).
-		sweepCtx, cancel := context.WithCancel(ctx)
-		_, _ = c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode, SweepStartup) // logged by sweepFinished
-		cancel()
 	}
-
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
 	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.Tick(work) }))
 	if c.cfg.SweepSchedule != "-" {
@@ -108,22 +90,39 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.runMu.Lock()
 	c.running = true
-	c.starting = false
-	asked := c.sweepAsked
-	c.wg.Add(1)
+	c.wg.Add(2)
 	c.runMu.Unlock()
+	// Heartbeat from here on, through the start-up sweep however long it
+	// runs: a server silent for ServerTimeout is taken for gone, its
+	// positions by the others.
+	go func() {
+		defer c.wg.Done()
+		c.heartbeatLoop(work)
+	}()
 	go func() {
 		defer c.wg.Done()
 		c.Tick(work) // the slot in progress at start-up
 	}()
-	if asked != "" {
-		c.sweepSoon(asked) // asked by a heartbeat during the start-up sweep
-	}
 	c.cron.Start()
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())
 	if len(c.cfg.Ownership) > 0 && len(c.Positions()) == 0 {
 		c.log.Warn("this server is not in the static ownership map: it fires no slot (it still sweeps); check its name (server, PRESCIENT_SERVER)",
 			"servers_in_map", c.cfg.Ownership.Servers()) // the logger names this server already
+	}
+	if !c.cfg.SweepOnStartDisabled {
+		// Start's caller may give up (a signal during a long start-up sweep).
+		sweepCtx, cancel := context.WithCancel(ctx)
+		_, _ = c.sweep(sweepCtx, sweepCtx, c.cfg.SweepMode, SweepStartup) // logged by sweepFinished
+		cancel()
+		// And a tick after it, beside the next one at its boundary: a slot
+		// a tick found busy meanwhile (the sweep firing it) is looked at
+		// again now rather than at the next boundary.
+		if work, _, ok := c.track(); ok {
+			go func() {
+				defer c.wg.Done()
+				c.Tick(work)
+			}()
+		}
 	}
 	return nil
 }

@@ -189,17 +189,11 @@ func (c *Client) setHealth(err error) error {
 }
 
 // sweepSoon sweeps in the background, so that jobs overdue because of an
-// outage or a dead server run without waiting for the schedule. Asked while
-// Start runs (its start-up sweep), it sweeps once Start is done; it does
-// nothing when the client is not running otherwise.
+// outage or a dead server run without waiting for the schedule. It does
+// nothing unless the client is running.
 func (c *Client) sweepSoon(reason string) {
 	work, hard, ok := c.track()
 	if !ok {
-		c.runMu.Lock()
-		if c.starting { // the heartbeat during the start-up sweep: Start sweeps once running
-			c.sweepAsked = reason
-		}
-		c.runMu.Unlock()
 		return
 	}
 	go func() {
