@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,8 +153,8 @@ func TestHeartbeatListsTheSlotsFiring(t *testing.T) {
 			t.Errorf("a heartbeat during the firing listed %v, want slot 10:15", during)
 		}
 		srvs, err := h.store.Driver().ServerList(t.Context())
-		if err != nil || len(srvs) != 1 || len(srvs[0].Firing) != 1 || srvs[0].Timeout != cfg.ServerTimeout {
-			t.Errorf("servers after that heartbeat: %v, %v; want s1 firing 10:15, its timeout %s recorded", srvs, err, cfg.ServerTimeout)
+		if err != nil || len(srvs) != 1 || len(srvs[0].Firing) != 1 || srvs[0].Timeout != cfg.ServerTimeout || !slices.Equal(srvs[0].Checks, []string{"c"}) {
+			t.Errorf("servers after that heartbeat: %v, %v; want s1 firing 10:15, its timeout %s and its check c recorded", srvs, err, cfg.ServerTimeout)
 		}
 		go func() { sent <- c.Heartbeat(t.Context()) }()
 		if after := <-drv.firing; len(after) != 0 {

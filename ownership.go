@@ -101,7 +101,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		}
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions(),
-		Firing: c.heldSlots(), Timeout: c.cfg.ServerTimeout})
+		Firing: c.heldSlots(), Timeout: c.cfg.ServerTimeout, Checks: c.checkNames()})
 	if err != nil {
 		if stopping.Err() != nil {
 			return err // stopping: the store did not fail
@@ -214,4 +214,17 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			_ = c.Heartbeat(ctx) // logged by setHealth; Ready reports it
 		}
 	}
+}
+
+// checkNames returns the names of the checks the client runs, sorted; never
+// nil.
+func (c *Client) checkNames() []string {
+	names := []string{}
+	if c.cfg.Checks != nil {
+		for _, ch := range c.cfg.Checks.All() {
+			names = append(names, ch.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -44,6 +44,24 @@ func TestRetireCheck(t *testing.T) {
 		if _, _, err := c.RetireCheck(ctx, "kept", nil); err == nil || !strings.Contains(err.Error(), "registered with this client") {
 			t.Errorf("retire a check the client runs: %v; want it refused", err)
 		}
+		// A live server that runs it, by its heartbeat; then one of an
+		// older prescient, which does not say; then a gone one.
+		beat := func(s *driver.Server) {
+			t.Helper()
+			if err := h.store.Driver().ServerHeartbeat(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		beat(&driver.Server{Name: "web-1", StartedAt: clk.Now(), HeartbeatAt: clk.Now(), Checks: []string{"other", "retired"}})
+		if _, _, err := c.RetireCheck(ctx, "retired", nil); err == nil || !strings.Contains(err.Error(), "run by live server(s) web-1") {
+			t.Errorf("retire a check a live server runs: %v; want it refused", err)
+		}
+		beat(&driver.Server{Name: "web-1", StartedAt: clk.Now(), HeartbeatAt: clk.Now()})
+		if _, _, err := c.RetireCheck(ctx, "retired", nil); err == nil || !strings.Contains(err.Error(), "web-1 do not say which checks they run") {
+			t.Errorf("retire a check beside a live server of an older prescient: %v; want it refused", err)
+		}
+		beat(&driver.Server{Name: "web-1", StartedAt: clk.Now(), HeartbeatAt: clk.Now(), Checks: []string{"other"}})
+		beat(&driver.Server{Name: "web-2", StartedAt: clk.Now(), HeartbeatAt: clk.Now().Add(-time.Hour), Checks: []string{"retired"}})
 		// One entity's first: the catalog entry stays.
 		if got, removed, err := c.RetireCheck(ctx, "retired", &prescient.RetireOpts{Entity: "invoice"}); err != nil || got != 1 || removed {
 			t.Fatalf("retire check retired of the invoices: %d, %v, %v; want 1, false, nil", got, removed, err)
@@ -74,6 +92,10 @@ func TestRetireCheck(t *testing.T) {
 		}
 		if got, removed, err := c.RetireCheck(ctx, "retired", nil); err != nil || got != 0 || removed {
 			t.Errorf("retire it again: %d, %v, %v; want 0, false, nil", got, removed, err)
+		}
+		beat(&driver.Server{Name: "web-1", StartedAt: clk.Now(), HeartbeatAt: clk.Now(), Checks: []string{"retired"}})
+		if _, _, err := c.RetireCheck(ctx, "retired", &prescient.RetireOpts{Force: true}); err != nil {
+			t.Errorf("retire a check a live server runs, forced: %v", err)
 		}
 		if _, _, err := c.RetireCheck(ctx, "bad name!", nil); err == nil {
 			t.Error("retire an invalid check name: no error")

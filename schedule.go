@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -254,6 +256,9 @@ type RetireOpts struct {
 	// BatchSize is how many jobs a transaction cancels (default
 	// RetireBatchDefault).
 	BatchSize int
+	// Force retires the check even though a live server runs it, or may
+	// (one of an older prescient, whose heartbeat does not say).
+	Force bool
 }
 
 // RetireBatchDefault is RetireOpts.BatchSize's default.
@@ -266,13 +271,15 @@ const RetireBatchDefault = 10_000
 // for it and status readers no longer list it. opts may be nil. It returns
 // how many jobs it cancelled (those of the transactions that committed,
 // when it fails or ctx ends midway) and whether it removed the check's
-// catalog entry. A check this client runs is refused: take it out of every
-// server first, or a server would record it in the catalog again at its
-// next start and the application would go on scheduling it.
+// catalog entry. A check this client runs, or a live server (by its latest
+// heartbeat, Server.Checks), is refused unless opts.Force: take it out of
+// every server first, or they would go on running jobs the application
+// schedules for it, and Resolve, reading the catalog, would no longer
+// settle them.
 func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts) (cancelled int, removed bool, err error) {
 	o := RetireOpts{BatchSize: RetireBatchDefault}
 	if opts != nil {
-		o.Entity = opts.Entity
+		o.Entity, o.Force = opts.Entity, opts.Force
 		if opts.BatchSize != 0 {
 			o.BatchSize = opts.BatchSize
 		}
@@ -291,6 +298,11 @@ func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts
 	if _, ok := c.cfg.Checks.Lookup(check); ok {
 		return 0, false, fmt.Errorf("prescient: retire: check %s is registered with this client (Config.Checks): "+
 			"remove it from every server first", check)
+	}
+	if !o.Force {
+		if err := c.refuseRunning(ctx, check); err != nil {
+			return 0, false, fmt.Errorf("prescient: retire: %w", err)
+		}
 	}
 	for {
 		n, err := c.drv.JobCancelCheck(ctx, &driver.JobCancelCheckParams{Check: check, Entity: o.Entity,
@@ -311,6 +323,35 @@ func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts
 		return cancelled, false, fmt.Errorf("prescient: retire: %w (%d job(s) cancelled)", err, cancelled)
 	}
 	return cancelled, removed, nil
+}
+
+// refuseRunning returns an error when a live server runs check, by its
+// latest heartbeat, or does not say which checks it runs.
+func (c *Client) refuseRunning(ctx context.Context, check string) error {
+	servers, err := c.drv.ServerList(ctx)
+	if err != nil {
+		return err
+	}
+	now := c.now()
+	var runs, unknown []string
+	for _, s := range servers {
+		switch {
+		case !s.Live(now, c.cfg.ServerTimeout):
+		case s.Checks == nil:
+			unknown = append(unknown, s.Name)
+		case slices.Contains(s.Checks, check):
+			runs = append(runs, s.Name)
+		}
+	}
+	switch {
+	case len(runs) > 0:
+		return fmt.Errorf("check %s is run by live server(s) %s: take it out of them first (force retires it anyway)",
+			check, strings.Join(runs, ", "))
+	case len(unknown) > 0:
+		return fmt.Errorf("live server(s) %s do not say which checks they run (an older prescient): "+
+			"upgrade or stop them first, or force it if none runs check %s", strings.Join(unknown, ", "), check)
+	}
+	return nil
 }
 
 // Resolve says that event happened to the entity: every pending job of the

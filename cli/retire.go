@@ -12,7 +12,7 @@ import (
 type retireOpts struct {
 	check, entity string
 	batch         int
-	json          bool
+	json, force   bool
 }
 
 // Validate refuses a batch size below 1; the client checks the names.
@@ -44,9 +44,11 @@ cancelled, finished by retire, --batch jobs per transaction, and removes the
 check from the catalog (what resolve reads; status pages list its checks).
 --entity limits it to that entity's jobs and leaves the catalog alone.
 
-A check this binary or configuration runs is refused: take it out of every
-server first (and stop the application scheduling it), then retire it. Jobs
-scheduled for it afterwards are pending again; retire again. Retiring a check
+A check this binary or configuration runs is refused, and so is one a live
+server runs (its heartbeat lists the checks it runs; a server of an older
+prescient, which does not, refuses every check until --force): take it out
+of every server first (and stop the application scheduling it), then retire
+it. Jobs scheduled for it afterwards are pending again; retire again. Retiring a check
 with no pending job and no catalog entry does nothing and says so.
 --json prints {"check", "cancelled", "uncataloged"} for scripts.`,
 		Example: `  prescient checks retire order_unpaid_legacy --config prescient.yaml
@@ -66,7 +68,7 @@ with no pending job and no catalog entry does nothing and says so.
 				return fmt.Errorf("check %s is one this binary or configuration runs (see `prescient checks`): "+
 					"take it out of every server first, then retire it", o.check)
 			}
-			n, removed, err := s.client.RetireCheck(cmd.Context(), o.check, &prescient.RetireOpts{Entity: o.entity, BatchSize: o.batch})
+			n, removed, err := s.client.RetireCheck(cmd.Context(), o.check, &prescient.RetireOpts{Entity: o.entity, BatchSize: o.batch, Force: o.force})
 			if err != nil {
 				return err
 			}
@@ -92,6 +94,7 @@ with no pending job and no catalog entry does nothing and says so.
 	cmd.Flags().StringVar(&o.entity, "entity", "", "retire only this entity's jobs of the check (the catalog entry stays)")
 	cmd.Flags().IntVar(&o.batch, "batch", prescient.RetireBatchDefault, "jobs cancelled per transaction")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON for scripts")
+	cmd.Flags().BoolVar(&o.force, "force", false, "retire the check even though a live server runs it, or may (one of an older prescient)")
 	e.completeArgs(cmd, argCheck)
 	return cmd
 }

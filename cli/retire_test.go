@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
@@ -32,8 +33,19 @@ func TestChecksRetire(t *testing.T) {
 		if out, err := h.run("checks", "retire", "order_unshipped"); err == nil || !strings.Contains(err.Error(), "take it out of every server first") {
 			t.Errorf("retire a check this binary runs: %v\n%s", err, out)
 		}
-		wantContains(t, "retire the invoices' jobs", h.mustRun("checks", "retire", "legacy", "--entity", "invoice"),
+		// A live server that still runs it: refused, unless forced.
+		now := time.Now()
+		if err := st.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: now, HeartbeatAt: now, Checks: []string{"legacy"}}); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.run("checks", "retire", "legacy"); err == nil || !strings.Contains(err.Error(), "run by live server(s) web-1") {
+			t.Errorf("retire a check a live server runs: %v\n%s", err, out)
+		}
+		wantContains(t, "retire the invoices' jobs", h.mustRun("checks", "retire", "legacy", "--entity", "invoice", "--force"),
 			"check legacy: cancelled 1 pending job(s) of entity invoice")
+		if err := st.Driver().ServerDelete(ctx, "web-1", now); err != nil {
+			t.Fatal(err)
+		}
 		wantContains(t, "retire", h.mustRun("checks", "retire", "legacy", "--batch", "2"),
 			"check legacy retired: cancelled 3 pending job(s) (history: cancelled, by retire); removed from the catalog")
 		wantContains(t, "retire again", h.mustRun("checks", "retire", "legacy"), "nothing to retire")

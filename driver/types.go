@@ -368,10 +368,14 @@ type Server struct {
 	// prescient's). A slot a server fires past its end is "running" while
 	// listed.
 	Firing []time.Time `json:"firing"`
-	// Timeout is the server's own ServerTimeout, as its heartbeat recorded
-	// it; zero from an older prescient. Status readers judge the server
-	// by it (Live).
+	// Timeout is the server's own ServerTimeout, as its latest heartbeat
+	// recorded it; zero from an older prescient. Status readers judge the
+	// server by it (Live).
 	Timeout time.Duration `json:"timeout_ns,omitzero"`
+	// Checks names the checks the server runs, sorted, as its latest
+	// heartbeat recorded them; nil when it did not (an older prescient),
+	// so that no one can say which it runs.
+	Checks []string `json:"checks"`
 }
 
 // Live reports whether the server heartbeated within its own Timeout of

@@ -21,12 +21,12 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 		firing = []time.Time{}
 	}
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us)
-		VALUES ($1, $2, $3, $4, $5, $3, nullif($6::bigint, 0))
+		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks)
+		VALUES ($1, $2, $3, $4, $5, $3, nullif($6::bigint, 0), $7)
 		ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
 			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
-			firing_at = excluded.firing_at, timeout_us = excluded.timeout_us`,
-		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing, srv.Timeout.Microseconds())
+			firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks`,
+		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing, srv.Timeout.Microseconds(), srv.Checks)
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(ctx, err))
 	}
@@ -38,9 +38,10 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, started_at, heartbeat_at, positions,
-			-- A list another heartbeat wrote (an older prescient's since) is stale.
+			-- What another heartbeat wrote (an older prescient's since) is stale.
 			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '{}' END,
-			coalesce(timeout_us, 0)
+			CASE WHEN firing_at = heartbeat_at THEN coalesce(timeout_us, 0) ELSE 0 END,
+			CASE WHEN firing_at = heartbeat_at THEN checks END
 		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
@@ -50,7 +51,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			srv     driver.Server
 			timeout int64
 		)
-		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing, &timeout); err != nil {
+		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing, &timeout, &srv.Checks); err != nil {
 			return nil, err
 		}
 		srv.Timeout = duration(timeout)

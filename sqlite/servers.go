@@ -29,14 +29,22 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, err)
 	}
+	var checks any // NULL: not known
+	if srv.Checks != nil {
+		c, err := json.Marshal(srv.Checks)
+		if err != nil {
+			return fmt.Errorf("heartbeat of server %q: %w", srv.Name, err)
+		}
+		checks = string(c)
+	}
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us)
-			VALUES ($1, $2, $3, $4, $5, $3, $6)
+			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks)
+			VALUES ($1, $2, $3, $4, $5, $3, $6, $7)
 			ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
 				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
-				firing_at = excluded.firing_at, timeout_us = excluded.timeout_us`,
-			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f), nullDuration(srv.Timeout))
+				firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks`,
+			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f), nullDuration(srv.Timeout), checks)
 		return err
 	})
 	if err != nil {
@@ -50,9 +58,10 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT name, started_at, heartbeat_at, positions,
-			-- A list another heartbeat wrote (an older prescient's since) is stale.
+			-- What another heartbeat wrote (an older prescient's since) is stale.
 			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '[]' END,
-			coalesce(timeout_us, 0)
+			CASE WHEN firing_at = heartbeat_at THEN coalesce(timeout_us, 0) ELSE 0 END,
+			CASE WHEN firing_at = heartbeat_at THEN checks END
 		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
@@ -66,13 +75,20 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			positions     string
 			firing        string
 			timeout       int64
+			checks        sql.NullString
 		)
-		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing, &timeout); err != nil {
+		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing, &timeout, &checks); err != nil {
 			return nil, fmt.Errorf("list servers: %w", interpretError(err))
 		}
 		srv.StartedAt = fromMicros(started)
 		srv.HeartbeatAt = fromMicros(beat)
 		srv.Timeout = time.Duration(timeout) * time.Microsecond
+		if checks.Valid {
+			srv.Checks = []string{}
+			if err := json.Unmarshal([]byte(checks.String), &srv.Checks); err != nil {
+				return nil, fmt.Errorf("list servers: checks %q runs: %w", srv.Name, err)
+			}
+		}
 		if err := json.Unmarshal([]byte(positions), &srv.Positions); err != nil {
 			return nil, fmt.Errorf("list servers: positions of %q: %w", srv.Name, err)
 		}

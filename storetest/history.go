@@ -158,19 +158,20 @@ func testServers(t *testing.T, h *Harness) {
 	// srv-a fires two slots at its next heartbeat, then none at the one
 	// after: the list is the latest heartbeat's.
 	a2 := &driver.Server{Name: "srv-a", StartedAt: at(time.Minute), HeartbeatAt: at(3 * time.Minute), Positions: []int{0, 2},
-		Firing: []time.Time{slot(1), slot(2)}, Timeout: 90 * time.Second}
+		Firing: []time.Time{slot(1), slot(2)}, Timeout: 90 * time.Second, Checks: []string{"a", "b"}}
 	if err := h.Store.ServerHeartbeat(t.Context(), a2); err != nil {
 		t.Fatalf("heartbeat again: %v", err)
 	}
 	serverDiffs(t, list(), []*driver.Server{a2, b})
 	// An older prescient's heartbeat (after a rollback) moves heartbeat_at
-	// and writes neither the list nor the timeout: the list, written with
-	// another heartbeat, is stale.
-	if err := h.Exec(t.Context(), `UPDATE prescient_servers SET firing_at = NULL, timeout_us = NULL WHERE name = 'srv-a'`); err != nil {
+	// (here to another time the row holds) and leaves the slots fired, the
+	// timeout and the checks as they were: written with another heartbeat,
+	// they are stale.
+	if err := h.Exec(t.Context(), `UPDATE prescient_servers SET heartbeat_at = started_at WHERE name = 'srv-a'`); err != nil {
 		t.Fatalf("heartbeat as an older prescient: %v", err)
 	}
 	older := *a2
-	older.Firing, older.Timeout = nil, 0
+	older.HeartbeatAt, older.Firing, older.Timeout, older.Checks = a2.StartedAt, nil, 0, nil
 	serverDiffs(t, list(), []*driver.Server{&older, b})
 	if err := h.Store.ServerHeartbeat(t.Context(), a2); err != nil {
 		t.Fatalf("heartbeat again: %v", err)
@@ -214,6 +215,7 @@ func serverDiffs(t *testing.T, got, want []*driver.Server) {
 		}
 		d.val("Firing (slots)", len(got[i].Firing), len(want[i].Firing))
 		d.val("Timeout", got[i].Timeout, want[i].Timeout)
+		d.val("Checks", got[i].Checks, want[i].Checks)
 		for j := range min(len(got[i].Firing), len(want[i].Firing)) {
 			d.time(fmt.Sprintf("Firing[%d]", j), got[i].Firing[j], want[i].Firing[j])
 		}

@@ -5,7 +5,8 @@
 -- the slots it fires (firing_at): an older prescient's heartbeat, after a
 -- rollback, moves heartbeat_at and leaves firing as a newer one wrote it,
 -- which would list a slot as fired for as long as that process lives. A
--- list not written with the latest heartbeat reads as empty. An older
+-- list, and a timeout, not written with the latest heartbeat read as
+-- empty (an older prescient's upsert leaves both as they were). An older
 -- prescient writes neither: its servers are judged by the reader's
 -- timeout, and list nothing, as before 00014.
 
