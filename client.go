@@ -52,6 +52,10 @@ type Client struct {
 	// closed when that firing ends (see holdSlot).
 	firingMu sync.Mutex
 	firing   map[time.Time]chan struct{}
+	// beatSoon asks the heartbeat loop for a heartbeat now: a firing of a
+	// past slot began, which status readers call running once a heartbeat
+	// lists it.
+	beatSoon chan struct{}
 
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired
@@ -92,13 +96,14 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
 	return &Client{
-		cfg:     c,
-		store:   store,
-		drv:     drv,
-		log:     c.Logger.With("server", c.Server),
-		sem:     make(chan struct{}, c.Workers),
-		firing:  make(map[time.Time]chan struct{}),
-		unknown: make(map[string]int),
+		cfg:      c,
+		store:    store,
+		drv:      drv,
+		log:      c.Logger.With("server", c.Server),
+		sem:      make(chan struct{}, c.Workers),
+		firing:   make(map[time.Time]chan struct{}),
+		beatSoon: make(chan struct{}, 1),
+		unknown:  make(map[string]int),
 	}, nil
 }
 

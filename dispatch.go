@@ -141,6 +141,15 @@ func (c *Client) holdSlot(ctx context.Context, slot time.Time, wait bool) (relea
 			done = make(chan struct{})
 			c.firing[slot] = done
 			c.firingMu.Unlock()
+			if slot.Before(c.cfg.Grid.Floor(c.now())) {
+				// A past slot (a catch-up, a sweep): not the slot in
+				// progress, which readers call running anyway. Listed
+				// at once, rather than after up to a Heartbeat.
+				select {
+				case c.beatSoon <- struct{}{}:
+				default:
+				}
+			}
 			return func() {
 				c.firingMu.Lock()
 				delete(c.firing, slot)

@@ -202,19 +202,36 @@ func (c *Client) sweepSoon(reason string) {
 	}()
 }
 
-// heartbeatLoop heartbeats every Config.Heartbeat until ctx ends.
+// heartbeatLoop heartbeats every Config.Heartbeat until ctx ends, and soon
+// after a firing of a past slot begins (Client.beatSoon).
 func (c *Client) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Heartbeat)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_ = c.Heartbeat(ctx) // logged by setHealth; Ready reports it
+		case <-c.beatSoon:
+			// A sweep firing many past slots one after the other asks
+			// for one each: at most one every beatSoonGap.
+			if d := beatSoonGap - time.Since(last); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
 		}
+		last = time.Now()
+		_ = c.Heartbeat(ctx) // logged by setHealth; Ready reports it
 	}
 }
+
+// beatSoonGap is the least time between a heartbeat and one asked for by a
+// firing of a past slot (Client.beatSoon).
+const beatSoonGap = 100 * time.Millisecond
 
 // checkNames returns the names of the checks the client runs, sorted; never
 // nil.
