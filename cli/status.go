@@ -134,7 +134,7 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		slices.Sort(names)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, n := range names {
-			fmt.Fprintf(tw, "  %s\t%d\n", n, j.ByCheck[n])
+			fmt.Fprintf(tw, "  %s\t%d\t%s\n", n, j.ByCheck[n], runners(st, n, serverTimeout))
 		}
 		tw.Flush()
 	}
@@ -179,6 +179,32 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", s.Name, state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
 	}
 	tw.Flush()
+}
+
+// runners says which live servers run check, by their latest heartbeats
+// (Server.Checks), or that none does; nothing when a live server does not
+// say (an older prescient).
+func runners(st *prescient.Status, check string, serverTimeout time.Duration) string {
+	var by []string
+	live := false
+	for _, s := range st.Servers {
+		switch {
+		case !s.Live(st.Now, serverTimeout):
+			continue
+		case s.Checks == nil:
+			return ""
+		case slices.Contains(s.Checks, check):
+			by = append(by, s.Name)
+		}
+		live = true
+	}
+	switch {
+	case len(by) > 0:
+		return "run by " + strings.Join(by, ", ")
+	case !live:
+		return "no live server"
+	}
+	return "no live server runs it: its jobs wait (prescient checks retire, if it is gone for good)"
 }
 
 // outcomeCounts prints counts in the order of history.Outcomes, e.g.

@@ -275,3 +275,27 @@ func TestStatusJudgesServersByTheirOwnTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusSaysWhoRunsEachCheck: `prescient status` listed pending jobs per
+// check without saying that no server ran one of them (found by an
+// operator's trial); the servers' heartbeats list the checks they run.
+func TestStatusSaysWhoRunsEachCheck(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		now := time.Now()
+		h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+		h.mustRun("schedule", "order", "1", "legacy", "--in", "1h")
+		wantContains(t, "status, no server", h.mustRun("status"), "legacy           1  no live server\n")
+		for _, s := range []*driver.Server{
+			{Name: "web-1", StartedAt: now, HeartbeatAt: now, Checks: []string{"order_unshipped"}},
+			{Name: "web-2", StartedAt: now, HeartbeatAt: now, Checks: []string{"order_unshipped", "other"}},
+			{Name: "gone", StartedAt: now, HeartbeatAt: now.Add(-time.Hour), Checks: []string{"legacy"}},
+		} {
+			if err := st.Driver().ServerHeartbeat(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := h.mustRun("status")
+		wantContains(t, "status", out, "legacy           1  no live server runs it: its jobs wait",
+			"order_unshipped  1  run by web-1, web-2\n")
+	})
+}
