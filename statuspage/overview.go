@@ -305,6 +305,11 @@ func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byChec
 		most = max(most, r.Pending)
 	}
 	for _, r := range rows {
+		if r.Pending == 0 && !r.InCatalog && !r.Here {
+			// Only seen due once (its jobs cancelled, retired or run
+			// elsewhere since): nothing to show.
+			continue
+		}
 		r.Bar = bar(r.Pending, most)
 		all = append(all, *r)
 		// A name this server found due and has no check for is listed while

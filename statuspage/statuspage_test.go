@@ -353,6 +353,12 @@ func TestUnknownCheckGoneOnceItsJobsAre(t *testing.T) {
 					text(between(t, body, "<h2>Unknown checks</h2>", "</section>")))
 			}
 			wantText(t, "summary", text(between(t, body, `id="summary"`, "</section>")), "Unknown checks 0")
+			// Nor in "Pending by check", where it stayed, 0 pending and run by
+			// no server, until the server restarted (found by an operator's
+			// trial, after `prescient checks retire`).
+			if strings.Contains(body, `class="check" data-check="mystery"`) {
+				t.Errorf("mystery, whose jobs were all cancelled, is still listed among the checks:\n%s", text(row(t, body, `class="check" data-check="mystery"`)))
+			}
 		})
 	}
 }
