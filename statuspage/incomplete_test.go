@@ -151,3 +151,37 @@ func incompleteGauge(t *testing.T, f *fixture) float64 {
 	}
 	return -1
 }
+
+// The page said a cataloged check this server does not run was run by
+// "another server" (the catalog records registrations, not who runs what
+// now), even when no live server ran it. The servers' heartbeats list the
+// checks they run: the page names them, and a check none of them runs,
+// with jobs pending, is an unknown check.
+func TestChecksRunByTheServersThatSayTheyRunThem(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, st.open(t))
+			ctx := context.Background()
+			must(t, f.drv.CatalogSave(ctx, []driver.CatalogEntry{{Check: "legacy"}}))
+			if _, err := f.client.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "30", Check: "legacy", At: slot1005}); err != nil {
+				t.Fatal(err)
+			}
+			must(t, f.drv.ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: at(9, 55, 0), HeartbeatAt: at(10, 2, 27),
+				Positions: []int{0, 1}, Checks: []string{"again", "flaky", "greet"}}))
+			must(t, f.drv.ServerHeartbeat(ctx, &driver.Server{Name: "web-3", StartedAt: at(9, 55, 0), HeartbeatAt: at(10, 2, 27),
+				Positions: []int{2, 3}, Checks: []string{"greet"}}))
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			wantText(t, "greet", text(row(t, body, `class="check" data-check="greet"`)), "web-1, web-3")
+			wantText(t, "again", text(row(t, body, `class="check" data-check="again"`)), "web-1")
+			if r := text(row(t, body, `class="check" data-check="legacy"`)); !strings.Contains(r, "no live server") || strings.Contains(r, "another server") {
+				t.Errorf("legacy, cataloged and run by no live server: %s", r)
+			}
+			wantText(t, "unknown legacy", text(row(t, body, `class="unknown-check" data-check="legacy"`)), "No live server runs it")
+		})
+	}
+}

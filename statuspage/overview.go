@@ -152,6 +152,11 @@ type checkRow struct {
 	InCatalog bool
 	Here      bool
 	Seen      int
+	// RunBy are the live servers whose latest heartbeat lists the check;
+	// NoneRuns: there are live servers, each heartbeat says which checks
+	// its server runs, and none lists this one.
+	RunBy    []string
+	NoneRuns bool
 }
 
 func (p *page) overview(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +238,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.CatalogErr = p.failed(r, "the check catalog", err)
 	}
-	d.Checks, d.Unknown = p.checkRows(catalog, err == nil, byCheck)
+	d.Checks, d.Unknown = p.checkRows(catalog, err == nil, byCheck, liveServers(servers, d.Now, cfg.ServerTimeout, d.ServerErr == ""))
 	if d.Counts != nil {
 		for _, u := range d.Unknown {
 			d.Counts.UnknownJobs += max(u.Pending, 0)
@@ -275,7 +280,27 @@ func (p *page) upcoming(st *prescient.Status, current time.Time) []slotRow {
 // and apart the ones no server knows: pending jobs of a check missing from
 // the catalog (no server ever registered it), or that this server found due
 // and has no check for.
-func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byCheck map[string]int) (all, unknown []checkRow) {
+// liveServers returns the live servers among servers, or nil when any of
+// them does not say which checks it runs (an older prescient) or the list
+// could not be read (ok false): then no one can say which run a check.
+func liveServers(servers []*driver.Server, now time.Time, timeout time.Duration, ok bool) []*driver.Server {
+	var live []*driver.Server
+	for _, s := range servers {
+		if !s.Live(now, timeout) {
+			continue
+		}
+		if s.Checks == nil {
+			return nil
+		}
+		live = append(live, s)
+	}
+	if !ok {
+		return nil
+	}
+	return live
+}
+
+func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byCheck map[string]int, live []*driver.Server) (all, unknown []checkRow) {
 	rows := make(map[string]*checkRow)
 	row := func(name string) *checkRow {
 		if r, ok := rows[name]; ok {
@@ -286,6 +311,12 @@ func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byChec
 			r.Pending = byCheck[name]
 		}
 		_, r.Here = p.client.Config().Checks.Lookup(name)
+		for _, s := range live {
+			if slices.Contains(s.Checks, name) {
+				r.RunBy = append(r.RunBy, s.Name)
+			}
+		}
+		r.NoneRuns = len(live) > 0 && len(r.RunBy) == 0
 		rows[name] = r
 		return r
 	}
@@ -315,7 +346,7 @@ func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byChec
 		// A name this server found due and has no check for is listed while
 		// it has jobs pending (or their count could not be read): once they
 		// are cancelled, resolved or run elsewhere, nothing waits on it.
-		if ((haveCatalog && !r.InCatalog) || r.Seen > 0) && r.Pending != 0 {
+		if ((haveCatalog && !r.InCatalog) || r.Seen > 0 || r.NoneRuns) && r.Pending != 0 {
 			unknown = append(unknown, *r)
 		}
 	}
