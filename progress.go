@@ -32,12 +32,17 @@ func (t *tally) snapshot() *SlotRecord {
 // its groups committed up to its last record. base is the firing's ledger
 // record (slot, server, kind, start). The returned function stops it and
 // returns what it recorded, Took included, for the firing's SlotFinish to
-// leave out. A record that fails is taken as made: SlotFinish adds, and one
-// whose answer was lost may have been added, so the row may then count less
-// than the firing did, never more. Each record gets stopTimeout, so that a
-// store that does not answer holds the firing's end up no longer.
+// leave out. SlotFinish adds, so a record must not be made twice: on a
+// store over the network (MultiHost), a record that fails is taken as made
+// (its answer may have been lost after it was added: the row may then count
+// less than the firing did, never more), and each gets stopTimeout, so
+// that a server that does not answer holds the firing's end up no longer;
+// on an in-process store (SQLite), a write that fails wrote nothing, and a
+// record waits for the write lock of the group running (its busy timeout
+// bounds it): what it held is added by the next record or the finish.
 func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *tally) (stop func() *SlotRecord) {
 	recorded := &SlotRecord{}
+	remote := c.drv.Features().MultiHost
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -62,14 +67,24 @@ func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *tally)
 			rec.Add(delta)
 			rec.Unknown = now.Unknown
 			rec.Took = max(now.Took-recorded.Took, 0)
-			rctx, cancel := context.WithTimeout(ctx, stopTimeout)
+			rctx, cancel := ctx, context.CancelFunc(func() {})
+			if remote {
+				rctx, cancel = context.WithTimeout(ctx, stopTimeout)
+			}
 			err := c.drv.SlotFinish(rctx, rec)
 			cancel()
 			if err != nil && ctx.Err() == nil {
 				c.storeError(StoreOpLedger, err)
-				c.log.Warn("record a slot's progress in the ledger: its row may count less than the firing did", "slot", base.Slot, "error", err)
 			}
-			recorded = now
+			switch {
+			case err == nil:
+				recorded = now
+			case remote:
+				if ctx.Err() == nil {
+					c.log.Warn("record a slot's progress in the ledger: its row may count less than the firing did", "slot", base.Slot, "error", err)
+				}
+				recorded = now
+			}
 		}
 	}()
 	return func() *SlotRecord {
