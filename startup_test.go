@@ -130,9 +130,11 @@ func TestHeartbeatsDuringTheStartUpSweep(t *testing.T) {
 		}
 		schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
 		// Missed while the server was down (stored as given by the driver;
-		// the client would round a past time up to the next slot).
+		// the client would round a past time up to the next slot), two
+		// slots back: the start-up sweep's, not the first tick's, which
+		// re-fires the slot before the one in progress.
 		if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
-			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T10:00:00Z"), Now: clk.Now(),
+			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T09:45:00Z"), Now: clk.Now(),
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -140,12 +142,10 @@ func TestHeartbeatsDuringTheStartUpSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Stop(context.Background())
-		// The sweep runs it, or the first tick (re-firing the slot before
-		// the one in progress), beside it: wait for either.
-		waitDone(t, c, "overdue")
 		if failed != nil {
 			t.Fatal(failed)
 		}
+		wantOutcome(t, c, "overdue", history.Done, 1)
 	})
 }
 
@@ -264,15 +264,12 @@ func TestSlotsFireDuringTheStartUpSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	for deadline := time.Now().Add(20 * time.Second); failed == nil; time.Sleep(10 * time.Millisecond) {
-		if recs := historyOf(t, c, "overdue"); len(recs) == 1 && recs[0].Outcome == history.Done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("job overdue not done after 20s")
-		}
+	// The overdue job is the start-up sweep's (two slots back): its check
+	// has returned with Start.
+	if failed != nil {
+		t.Fatal(failed)
 	}
-	t.Fatal(failed)
+	wantOutcome(t, c, "overdue", history.Done, 1)
 }
 
 // waitDone waits (polling the store, with a deadline) until the job of key
@@ -295,15 +292,15 @@ func waitDone(t *testing.T, c *prescient.Client, key string) {
 // Heartbeat later (found by an operator's trial). It asks for a heartbeat
 // at once: here the check of a job overdue in slot 10:00 (fired by the
 // start-up sweep or the first tick's catch-up) waits for its slot to read
-// running, the heartbeat being a minute. PostgreSQL only: on SQLite the heartbeat waits
-// for the write lock the check's group holds.
+// running, the heartbeat being a minute. PostgreSQL only: on SQLite the
+// heartbeat waits for the write lock the check's group holds.
 func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
 	ctx := context.Background()
 	clk := newClock("2026-03-10T10:20:00Z")
 	past := ts("2026-03-10T10:00:00Z")
-	var failed error
+	failed := make(chan error, 1) // the check's: it runs beside the test's loop
 	check := func(ctx context.Context, _ *checks.Job) (time.Time, error) {
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			srvs, err := h.store.Driver().ServerList(ctx)
@@ -317,8 +314,12 @@ func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 				}
 			}
 			if time.Now().After(deadline) {
-				failed = fmt.Errorf("10s into the firing of slot 10:00 the servers say %v (%v) and the ledger %v (%v): want it running", srvs, err, rows(recs), err2)
-				return time.Time{}, failed
+				err := fmt.Errorf("10s into the firing of slot 10:00 the servers say %v (%v) and the ledger %v (%v): want it running", srvs, err, rows(recs), err2)
+				select {
+				case failed <- err:
+				default:
+				}
+				return time.Time{}, err
 			}
 		}
 	}
@@ -336,7 +337,12 @@ func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	for deadline := time.Now().Add(20 * time.Second); failed == nil; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-failed:
+			t.Fatal(err)
+		default:
+		}
 		if recs := historyOf(t, c, "overdue"); len(recs) == 1 && recs[0].Outcome == history.Done {
 			return
 		}
@@ -344,5 +350,4 @@ func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 			t.Fatal("job overdue not done after 20s")
 		}
 	}
-	t.Fatal(failed)
 }

@@ -276,10 +276,6 @@ func (p *page) upcoming(st *prescient.Status, current time.Time) []slotRow {
 	return rows
 }
 
-// checkRows lists every check with pending jobs or in the catalog, by name,
-// and apart the ones no server knows: pending jobs of a check missing from
-// the catalog (no server ever registered it), or that this server found due
-// and has no check for.
 // liveServers returns the live servers among servers, or nil when any of
 // them does not say which checks it runs (an older prescient) or the list
 // could not be read (ok false): then no one can say which run a check.
@@ -300,6 +296,11 @@ func liveServers(servers []*driver.Server, now time.Time, timeout time.Duration,
 	return live
 }
 
+// checkRows lists every check with pending jobs or in the catalog, by name,
+// each with the live servers (live, from liveServers) that run it, and
+// apart the ones no server knows: pending jobs of a check missing from the
+// catalog (no server ever registered it), that no live server runs, or
+// that this server found due and has no check for.
 func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byCheck map[string]int, live []*driver.Server) (all, unknown []checkRow) {
 	rows := make(map[string]*checkRow)
 	row := func(name string) *checkRow {

@@ -1,8 +1,8 @@
 -- Each server's heartbeat lists the checks it runs (checks): `prescient
 -- checks retire` refuses a check a live server still runs, which only the
--- retiring binary's own checks told before. Like the timeout (00015), the
--- list counts only when the latest heartbeat wrote it (firing_at =
--- heartbeat_at); an older prescient's server runs checks no one can list.
+-- retiring binary's own checks told before. The list counts only when the
+-- latest heartbeat wrote it (checks_at, 00017); an older prescient's server
+-- runs checks no one can list.
 
 -- +goose Up
 ALTER TABLE prescient_servers ADD COLUMN checks text[];
