@@ -271,11 +271,12 @@ const RetireBatchDefault = 10_000
 // for it and status readers no longer list it. opts may be nil. It returns
 // how many jobs it cancelled (those of the transactions that committed,
 // when it fails or ctx ends midway) and whether it removed the check's
-// catalog entry. A check this client runs, or a live server (by its latest
-// heartbeat, Server.Checks), is refused unless opts.Force: take it out of
-// every server first, or they would go on running jobs the application
-// schedules for it, and Resolve, reading the catalog, would no longer
-// settle them.
+// catalog entry. A check this client runs is refused, and so, unless
+// opts.Force, is one a live server runs by its latest heartbeat
+// (Server.Checks), or may run (a server of an older prescient, which does
+// not say): take it out of every server first, or they would go on running
+// jobs the application schedules for it, and Resolve, reading the catalog,
+// would no longer settle them.
 func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts) (cancelled int, removed bool, err error) {
 	o := RetireOpts{BatchSize: RetireBatchDefault}
 	if opts != nil {

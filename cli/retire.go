@@ -41,15 +41,16 @@ func (e *env) retireCommand() *cobra.Command {
 due forever, unknown to all of them (status and the status page list them as
 unknown). It moves every pending job of CHECK to history with outcome
 cancelled, finished by retire, --batch jobs per transaction, and removes the
-check from the catalog (what resolve reads; status pages list its checks).
+check from the catalog (which resolve reads and the status page lists).
 --entity limits it to that entity's jobs and leaves the catalog alone.
 
 A check this binary or configuration runs is refused, and so is one a live
-server runs (its heartbeat lists the checks it runs; a server of an older
-prescient, which does not, refuses every check until --force): take it out
-of every server first (and stop the application scheduling it), then retire
-it. Jobs scheduled for it afterwards are pending again; retire again. Retiring a check
-with no pending job and no catalog entry does nothing and says so.
+server runs (its heartbeat lists the checks it runs; beside a live server of
+an older prescient, which does not, every check is refused until --force):
+take it out of every server first (and stop the application scheduling it),
+then retire it. Jobs scheduled for it afterwards are pending again; retire
+again. Retiring a check with no pending job and no catalog entry does
+nothing and says so.
 --json prints {"check", "cancelled", "uncataloged"} for scripts.`,
 		Example: `  prescient checks retire order_unpaid_legacy --config prescient.yaml
   prescient checks retire order_unpaid_legacy --entity order --json`,
