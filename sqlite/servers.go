@@ -11,7 +11,8 @@ import (
 )
 
 // ServerHeartbeat upserts the server's row with every field of srv, and
-// records that its Firing was written with this heartbeat.
+// records that its Firing, Timeout and Checks were written with this
+// heartbeat (firing_at, checks_at): ServerList reads them only then.
 func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	positions := srv.Positions
 	if positions == nil {
