@@ -181,9 +181,11 @@ type Driver interface {
 	// many.
 	DeliveriesRetry(ctx context.Context, p *DeliveriesRetryParams) (int, error)
 
-	// ServerHeartbeat upserts a server's registration.
+	// ServerHeartbeat upserts a server's registration, every field of s.
 	ServerHeartbeat(ctx context.Context, s *Server) error
-	// ServerList returns the registered servers, sorted by name.
+	// ServerList returns the registered servers, sorted by name, each
+	// with the Firing, Timeout and Checks its latest heartbeat wrote (empty,
+	// zero and nil where an older prescient's heartbeat came since).
 	ServerList(ctx context.Context) ([]*Server, error)
 	// ServerDelete removes the registration of the server name started at
 	// startedAt (its Server.StartedAt, to the microsecond); a missing one is
