@@ -28,10 +28,19 @@ type Status struct {
 	Incomplete int `json:"incomplete_slots"`
 	// Outcomes counts history records per outcome over the last day.
 	Outcomes map[history.Outcome]int `json:"outcomes_24h"`
-	Servers  []*Server               `json:"servers"`
+	// Servers lists the registered servers, each live or not by its own
+	// timeout (Server.Live, this client's Config.ServerTimeout for a
+	// server that recorded none).
+	Servers []*ServerStatus `json:"servers"`
 	// Deliveries counts, per sink, the pending and dead deliveries of
 	// events and those delivered over the last day.
 	Deliveries map[string]*DeliveryCount `json:"deliveries"`
+}
+
+// ServerStatus is a registered server and whether it is live.
+type ServerStatus struct {
+	*Server
+	Alive bool `json:"live"`
 }
 
 // RecentSlot is a ledger row with its state.
@@ -77,11 +86,16 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 	if st.Outcomes, err = c.drv.HistoryCounts(ctx, now.Add(-24*time.Hour)); err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
-	if st.Servers, err = c.drv.ServerList(ctx); err != nil {
+	servers, err := c.drv.ServerList(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
+	st.Servers = make([]*ServerStatus, len(servers))
+	for i, s := range servers {
+		st.Servers[i] = &ServerStatus{Server: s, Alive: s.Live(now, c.cfg.ServerTimeout)}
+	}
 	var states []SlotState
-	states, st.Incomplete = JudgeSlots(recs, cut, st.Servers, now, st.Current, c.cfg.ServerTimeout)
+	states, st.Incomplete = JudgeSlots(recs, cut, servers, now, st.Current, c.cfg.ServerTimeout)
 	st.Recent = make([]*RecentSlot, len(recs))
 	for i, r := range recs {
 		st.Recent[i] = &RecentSlot{SlotRecord: r, State: states[i]}

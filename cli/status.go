@@ -76,13 +76,12 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 	if o.json {
 		return writeJSON(out, st)
 	}
-	writeStatus(out, st, c.Config().ServerTimeout)
+	writeStatus(out, st)
 	return nil
 }
 
-// writeStatus prints st for people; serverTimeout tells a live server from
-// one gone, as Status judged the slots.
-func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duration) {
+// writeStatus prints st for people.
+func writeStatus(out io.Writer, st *prescient.Status) {
 	j := st.Jobs
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
@@ -134,7 +133,7 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 		slices.Sort(names)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, n := range names {
-			fmt.Fprintf(tw, "  %s\t%d\t%s\n", n, j.ByCheck[n], runners(st, n, serverTimeout))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\n", n, j.ByCheck[n], runners(st, n))
 		}
 		tw.Flush()
 	}
@@ -173,7 +172,7 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 	fmt.Fprintln(tw, "  NAME\tSTATE\tSTARTED\tLAST HEARTBEAT\tPOSITIONS")
 	for _, s := range st.Servers {
 		state := "live"
-		if !s.Live(st.Now, serverTimeout) {
+		if !s.Alive {
 			state = "gone"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", s.Name, state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
@@ -184,12 +183,12 @@ func writeStatus(out io.Writer, st *prescient.Status, serverTimeout time.Duratio
 // runners says which live servers run check, by their latest heartbeats
 // (Server.Checks), or that none does; nothing when a live server does not
 // say (an older prescient).
-func runners(st *prescient.Status, check string, serverTimeout time.Duration) string {
+func runners(st *prescient.Status, check string) string {
 	var by []string
 	live := false
 	for _, s := range st.Servers {
 		switch {
-		case !s.Live(st.Now, serverTimeout):
+		case !s.Alive:
 			continue
 		case s.Checks == nil:
 			return ""

@@ -127,7 +127,7 @@ func TestStatusSlotInProgressAndOverdue(t *testing.T) {
 		Jobs: &prescient.JobStats{Pending: 4, Overdue: 1, OldestOverdue: at("0s", 0),
 			Upcoming: []prescient.SlotLoad{{Slot: at("3s", 0), Jobs: 2}, {Slot: at("5s", 0), Jobs: 1}}}}
 	var b strings.Builder
-	writeStatus(&b, st, 30*time.Second)
+	writeStatus(&b, st)
 	out := b.String()
 	wantContains(t, "status", out, "oldest due 2026-01-01T10:00:00Z (3s ago)", "jobs of a check no server runs wait for one that does")
 	var cur, next string
@@ -154,7 +154,7 @@ func TestStatusSlotInProgressAndOverdue(t *testing.T) {
 	st.Recent = []*prescient.RecentSlot{{SlotRecord: &driver.SlotRecord{Slot: at("0s", 0), Server: "web-1", Kind: prescient.KindFire,
 		StartedAt: at("0s", 10)}, State: prescient.SlotRunning}}
 	b.Reset()
-	writeStatus(&b, st, 30*time.Second)
+	writeStatus(&b, st)
 	wantContains(t, "status, slot 10:00:00 fired past its end", b.String(),
 		"overdue: 1, oldest due 2026-01-01T10:00:00Z (3s ago); slot(s) 2026-01-01T10:00:00Z by web-1 still being fired, past their end, take their own;")
 }
@@ -272,6 +272,24 @@ func TestStatusJudgesServersByTheirOwnTimeout(t *testing.T) {
 			if strings.Contains(l, current.Format(time.RFC3339)) && strings.Contains(l, "patient") && !strings.Contains(l, "running") {
 				t.Errorf("the slot in progress, fired by the live server patient: %q, want running", strings.TrimSpace(l))
 			}
+		}
+		// --json says so too, for scripts.
+		var js struct {
+			Servers []struct {
+				Name string `json:"name"`
+				Live bool   `json:"live"`
+			} `json:"servers"`
+		}
+		raw := h.mustRun("status", "--json")
+		if err := json.Unmarshal([]byte(raw), &js); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, raw)
+		}
+		live := make(map[string]bool)
+		for _, s := range js.Servers {
+			live[s.Name] = s.Live
+		}
+		if len(live) != 2 || !live["patient"] || live["older"] {
+			t.Errorf("status --json servers live: %v; want patient live, older not\n%s", live, raw)
 		}
 	})
 }
