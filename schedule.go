@@ -346,11 +346,12 @@ func (c *Client) refuseRunning(ctx context.Context, check string) error {
 	}
 	switch {
 	case len(runs) > 0:
-		return fmt.Errorf("check %s is run by live server(s) %s: take it out of them first (force retires it anyway)",
+		return fmt.Errorf("check %s is run by live server(s) %s: take it out of them first "+
+			"(RetireOpts.Force, --force on the command line, retires its jobs anyway, and they go on running it)",
 			check, strings.Join(runs, ", "))
 	case len(unknown) > 0:
 		return fmt.Errorf("live server(s) %s do not say which checks they run (an older prescient): "+
-			"upgrade or stop them first, or force it if none runs check %s", strings.Join(unknown, ", "), check)
+			"upgrade or stop them first, or force it (RetireOpts.Force, --force) if none runs check %s", strings.Join(unknown, ", "), check)
 	}
 	return nil
 }

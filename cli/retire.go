@@ -74,6 +74,11 @@ nothing and says so.
 				return err
 			}
 			if o.json {
+				if n == 0 && !removed {
+					// Not an error (retiring twice is not), but a typo
+					// must not pass for success unseen.
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: check %s: nothing to retire (is the name right?)\n", o.check)
+				}
 				return writeJSON(cmd.OutOrStdout(), retireResult{Check: o.check, Entity: o.entity, Cancelled: n, Uncataloged: removed})
 			}
 			out := cmd.OutOrStdout()

@@ -38,7 +38,8 @@ func TestChecksRetire(t *testing.T) {
 		if err := st.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "web-1", StartedAt: now, HeartbeatAt: now, Checks: []string{"legacy"}}); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := h.run("checks", "retire", "legacy"); err == nil || !strings.Contains(err.Error(), "run by live server(s) web-1") {
+		if out, err := h.run("checks", "retire", "legacy"); err == nil || !strings.Contains(err.Error(), "run by live server(s) web-1") ||
+			!strings.Contains(err.Error(), "--force") {
 			t.Errorf("retire a check a live server runs: %v\n%s", err, out)
 		}
 		wantContains(t, "retire the invoices' jobs", h.mustRun("checks", "retire", "legacy", "--entity", "invoice", "--force"),
@@ -50,8 +51,16 @@ func TestChecksRetire(t *testing.T) {
 			"check legacy retired: cancelled 3 pending job(s) (history: cancelled, by retire); removed from the catalog")
 		wantContains(t, "retire again", h.mustRun("checks", "retire", "legacy"), "nothing to retire")
 		var js retireResult
-		if err := json.Unmarshal([]byte(h.mustRun("checks", "retire", "legacy", "--json")), &js); err != nil || js.Check != "legacy" || js.Cancelled != 0 || js.Uncataloged {
+		stdout, stderr, err := h.runCtx(ctx, "checks", "retire", "legacy", "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(stdout), &js); err != nil || js.Check != "legacy" || js.Cancelled != 0 || js.Uncataloged {
 			t.Errorf("retire --json with nothing left: %+v, %v", js, err)
+		}
+		// A typo must not pass for success unseen, --json or not.
+		if !strings.Contains(stderr, "nothing to retire (is the name right?)") {
+			t.Errorf("retire --json with nothing to retire: stderr %q, want a note", stderr)
 		}
 
 		stats, err := st.Driver().JobStats(ctx, &driver.JobStatsParams{Upcoming: 1})
