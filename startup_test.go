@@ -31,14 +31,7 @@ func TestSlotsPassingDuringTheStartUpSweep(t *testing.T) {
 			return time.Time{}, nil
 		}
 		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.SweepOnStartDisabled = false })
-		schedule(t, c, "overdue", "c", "2026-03-10T10:10:00Z")
-		// Left overdue by a server that was down: the client would round a
-		// past time up to the next slot, the driver stores it as given.
-		if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
-			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T09:45:00Z"), Now: clk.Now(),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		leftOverdue(t, h, c, clk, "overdue", ts("2026-03-10T09:45:00Z"))
 		schedule(t, c, "passed", "c", "2026-03-10T10:15:00Z")
 		if err := c.Start(context.Background()); err != nil {
 			t.Fatal(err)
@@ -128,16 +121,9 @@ func TestHeartbeatsDuringTheStartUpSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
-		// Missed while the server was down (stored as given by the driver;
-		// the client would round a past time up to the next slot), two
-		// slots back: the start-up sweep's, not the first tick's, which
-		// re-fires the slot before the one in progress.
-		if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
-			Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T09:45:00Z"), Now: clk.Now(),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		// Two slots back: the start-up sweep's, not the first tick's,
+		// which re-fires the slot before the one in progress.
+		leftOverdue(t, h, c, clk, "overdue", ts("2026-03-10T09:45:00Z"))
 		if err := c.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -198,12 +184,7 @@ func TestTakeOverDuringTheStartUpSweepSweeps(t *testing.T) {
 	if err := h.store.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "b", StartedAt: clk.Now().Add(-time.Hour), HeartbeatAt: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
-	if _, err := h.store.Driver().JobReschedule(ctx, nil, &driver.JobRescheduleParams{
-		Entity: "order", Key: "overdue", Check: "c", At: ts("2026-03-10T10:00:00Z"), Now: clk.Now(),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	leftOverdue(t, h, c, clk, "overdue", ts("2026-03-10T10:00:00Z"))
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -253,12 +234,7 @@ func TestSlotsFireDuringTheStartUpSweep(t *testing.T) {
 	}
 	c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) { c.SweepOnStartDisabled = false })
 	for key, at := range map[string]string{"overdue": "2026-03-10T09:30:00Z", "now": "2026-03-10T10:00:00Z"} {
-		schedule(t, c, key, "c", "2026-03-10T10:15:00Z")
-		if _, err := h.store.Driver().JobReschedule(ctx, nil, &driver.JobRescheduleParams{
-			Entity: "order", Key: key, Check: "c", At: ts(at), Now: clk.Now(),
-		}); err != nil {
-			t.Fatal(err)
-		}
+		leftOverdue(t, h, c, clk, key, ts(at))
 	}
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -327,12 +303,7 @@ func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 		c.SweepOnStartDisabled = false
 		c.Heartbeat, c.ServerTimeout = time.Minute, 3*time.Minute
 	})
-	schedule(t, c, "overdue", "c", "2026-03-10T10:30:00Z")
-	if _, err := h.store.Driver().JobReschedule(ctx, nil, &driver.JobRescheduleParams{
-		Entity: "order", Key: "overdue", Check: "c", At: past, Now: clk.Now(),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	leftOverdue(t, h, c, clk, "overdue", past)
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -349,5 +320,18 @@ func TestFiringOfAPastSlotIsRunningAtOnce(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("job overdue not done after 20s")
 		}
+	}
+}
+
+// leftOverdue schedules the job of key (check c) and moves it to slot at,
+// in the past, as a server that was down leaves it: the client would round
+// a past time up to the next slot, the driver stores it as given.
+func leftOverdue(t *testing.T, h *harness, c *prescient.Client, clk *clock, key string, at time.Time) {
+	t.Helper()
+	schedule(t, c, key, "c", clk.Now().Add(time.Hour).Format(time.RFC3339))
+	if _, err := h.store.Driver().JobReschedule(context.Background(), nil, &driver.JobRescheduleParams{
+		Entity: "order", Key: key, Check: "c", At: at, Now: clk.Now(),
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
