@@ -69,7 +69,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 		return nil, fmt.Errorf("prescient: fire slot %s: %w", name, err)
 	}
 	defer func() { c.slotFired(slot, kind, start, time.Since(began), did, err, work.Err() != nil) }()
-	t := &tally{}
+	t := &firingTally{}
 	flushed := c.recordProgress(hard, ledger, t)
 	did, unknown, cut := c.dispatch(work, hard, slot, t)
 	if did == nil {
@@ -203,7 +203,7 @@ func (c *Client) ledgerStart(ctx context.Context, slot time.Time, kind string) (
 // transaction, adding what each did to t as it ends. It returns what the
 // groups did, the jobs of unknown checks per check name, and what cut the
 // firing short, if anything did.
-func (c *Client) dispatch(work, hard context.Context, slot time.Time, t *tally) (did *SlotRecord, unknown map[string]int, cut error) {
+func (c *Client) dispatch(work, hard context.Context, slot time.Time, t *firingTally) (did *SlotRecord, unknown map[string]int, cut error) {
 	unknown = make(map[string]int)
 	var (
 		wg    sync.WaitGroup

@@ -9,15 +9,15 @@ import (
 	"github.com/prescient-dev/prescient/history"
 )
 
-// tally is what a firing's groups did so far: dispatch adds to it as each
+// firingTally is what a firing's groups did so far: dispatch adds to it as each
 // group ends, and recordProgress reads it while the firing runs.
-type tally struct {
+type firingTally struct {
 	mu  sync.Mutex
 	did SlotRecord
 }
 
 // snapshot returns a copy of what the groups did so far.
-func (t *tally) snapshot() *SlotRecord {
+func (t *firingTally) snapshot() *SlotRecord {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.did
@@ -40,7 +40,7 @@ func (t *tally) snapshot() *SlotRecord {
 // on an in-process store (SQLite), a write that fails wrote nothing, and a
 // record waits for the write lock of the group running (its busy timeout
 // bounds it): what it held is added by the next record or the finish.
-func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *tally) (stop func() *SlotRecord) {
+func (c *Client) recordProgress(ctx context.Context, base *SlotRecord, t *firingTally) (stop func() *SlotRecord) {
 	recorded := &SlotRecord{}
 	remote := c.drv.Features().MultiHost
 	done, exited := make(chan struct{}), make(chan struct{})
