@@ -514,9 +514,9 @@ func (c *Client) decideUnit(limits guards.Limits, u unit, results []checks.Resul
 		c.checkFinished(j.Check, j.Slot, d, r.Err)
 		switch {
 		case d.Outcome == history.Failed:
-			c.log.Warn("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", d.Err)
+			c.log.Error("job failed for good", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "error", d.Err)
 		case d.Err != "":
-			c.log.Info("check failed, will retry", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "retry_at", d.Next, "error", d.Err)
+			c.log.Warn("check failed, will retry", "entity", j.Entity, "key", j.Key, "check", j.Check, "failures", j.FailureCount+1, "retry_at", d.Next, "error", d.Err)
 		case d.Reason != "":
 			c.log.Warn("guard ended job", "entity", j.Entity, "key", j.Key, "check", j.Check, "outcome", d.Outcome, "reason", d.Reason)
 		}

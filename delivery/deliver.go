@@ -347,7 +347,7 @@ func (d *Deliverer) attempt(hard context.Context, t *Target, dl *Delivery) {
 		d.log.Error("delivery dead: no more attempts", append(attrs, "max_attempts", t.MaxAttempts, "status", p.Status, "error", p.Err)...)
 	default:
 		if p.Err != errInterrupted.Error() {
-			d.log.Info("delivery failed, will retry", append(attrs, "status", status, "retry_at", p.NextAttemptAt, "error", err)...)
+			d.log.Warn("delivery failed, will retry", append(attrs, "status", status, "retry_at", p.NextAttemptAt, "error", err)...)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -394,5 +395,41 @@ func TestDelivererNoJitterRetriesExactly(t *testing.T) {
 		if dl := deliveryOf(t, drv, ik, "hook"); !dl.NextAttemptAt.Equal(clk.Now().Add(10 * time.Second)) {
 			t.Fatalf("delivery %d failed at %s: retry at %s, want exactly 10s later", i, clk.Now(), dl.NextAttemptAt)
 		}
+	}
+}
+
+// A failed delivery that will be retried is logged at WARN, a dead one at
+// ERROR: an operator alerting on WARN and above sees a receiver that keeps
+// failing before its deliveries die (it was INFO).
+func TestDeliveryFailuresLoggedAtWarnAndError(t *testing.T) {
+	drv := openSQLite(t)
+	clk := newClock()
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		http.Error(w, "database down", http.StatusInternalServerError)
+	})
+	ik := record(t, drv, "7", "alert", clk.Now(), "hook")
+	var buf bytes.Buffer
+	d, err := delivery.New(drv, &delivery.Config{Server: "srv-1", Now: clk.Now, Poll: 10 * time.Millisecond,
+		Targets: []delivery.Target{webhookTarget(rc.URL, clk, 2, 5*time.Second)}, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		deliverDue(t, d, "hook")
+		clk.Set(deliveryOf(t, drv, ik, "hook").NextAttemptAt)
+	}
+	levels := map[string][]string{}
+	for l := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		levels[rec.Msg] = append(levels[rec.Msg], rec.Level)
+	}
+	if got := strings.Join(levels["delivery failed, will retry"], ","); got != "WARN" {
+		t.Errorf(`"delivery failed, will retry" logged at %q, want WARN once; log:\n%s`, got, buf.String())
+	}
+	if got := strings.Join(levels["delivery dead: no more attempts"], ","); got != "ERROR" {
+		t.Errorf(`"delivery dead" logged at %q, want ERROR once; log:\n%s`, got, buf.String())
 	}
 }
