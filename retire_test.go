@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,6 +100,59 @@ func TestRetireCheck(t *testing.T) {
 		}
 		if _, _, err := c.RetireCheck(ctx, "bad name!", nil); err == nil {
 			t.Error("retire an invalid check name: no error")
+		}
+	})
+}
+
+// scheduleBehind is a driver that, on its second JobCancelCheck, first
+// schedules a job of the check that sorts before every other: behind the
+// batches of a retirement under way. It records every call's After.
+type scheduleBehind struct {
+	driver.Driver
+	c      *prescient.Client
+	afters []driver.JobRef
+}
+
+func (d *scheduleBehind) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (*driver.JobCancelCheckResult, error) {
+	d.afters = append(d.afters, p.After)
+	if len(d.afters) == 2 {
+		if _, err := d.c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "0", Check: "retired", At: ts("2026-03-10T10:15:00Z")}); err != nil {
+			return nil, err
+		}
+	}
+	return d.Driver.JobCancelCheck(ctx, p)
+}
+
+// RetireCheck reads the check's jobs batch after batch, each starting after
+// the last job of the one before (the pending table read once, not once a
+// batch), and, having needed more than one batch, reads them once more from
+// the first: a job the application scheduled meanwhile before the batch
+// under way is cancelled too.
+func TestRetireCheckCatchesJobsScheduledBehindIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		drv := &scheduleBehind{Driver: h.store.Driver()}
+		h.store = wrappedStore{h.store, drv}
+		c := h.client(clk, &checks.Registry{}, nil)
+		drv.c = c
+		var ps []prescient.ScheduleParams
+		for i := 1; i <= 5; i++ {
+			ps = append(ps, prescient.ScheduleParams{Entity: "order", Key: strconv.Itoa(i), Check: "retired", At: ts("2026-03-10T10:15:00Z")})
+		}
+		if _, err := c.ScheduleMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := c.RetireCheck(ctx, "retired", &prescient.RetireOpts{BatchSize: 2})
+		if err != nil || got != 6 {
+			t.Fatalf("retire: %d, %v; want all 6 jobs (5, and one scheduled meanwhile), nil", got, err)
+		}
+		want := []driver.JobRef{{}, {Entity: "order", Key: "2"}, {Entity: "order", Key: "4"}, {}}
+		if !slices.Equal(drv.afters, want) {
+			t.Errorf("batches started after %v, want %v: each after the one before, then once more from the first", drv.afters, want)
+		}
+		if recs := historyOf(t, c, "0"); len(recs) != 1 || recs[0].Outcome != history.Cancelled {
+			t.Errorf("history of the job scheduled during the retirement: %+v, want it cancelled", recs)
 		}
 	})
 }

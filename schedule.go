@@ -305,16 +305,27 @@ func (c *Client) RetireCheck(ctx context.Context, check string, opts *RetireOpts
 			return 0, false, fmt.Errorf("prescient: retire: %w", err)
 		}
 	}
-	for {
-		n, err := c.drv.JobCancelCheck(ctx, &driver.JobCancelCheckParams{Check: check, Entity: o.Entity,
-			Limit: o.BatchSize, Now: c.now(), By: "retire"})
-		cancelled += n
+	// Batch after batch in identity order, each starting after the last
+	// job of the one before, so that the pending table is read once, not
+	// once a batch. Jobs the application schedules meanwhile may sort
+	// before the batch under way: a pass that took more than one batch is
+	// followed by another from the first job, until one statement finds
+	// the rest of the check's jobs from the first.
+	for after := (driver.JobRef{}); ; {
+		r, err := c.drv.JobCancelCheck(ctx, &driver.JobCancelCheckParams{Check: check, Entity: o.Entity,
+			After: after, Limit: o.BatchSize, Now: c.now(), By: "retire"})
 		if err != nil {
 			return cancelled, false, fmt.Errorf("prescient: retire: %w (%d job(s) cancelled before)", err, cancelled)
 		}
-		if n < o.BatchSize {
+		cancelled += r.Cancelled
+		if r.Cancelled == o.BatchSize {
+			after = r.Last
+			continue
+		}
+		if after == (driver.JobRef{}) {
 			break
 		}
+		after = driver.JobRef{}
 	}
 	if o.Entity != "" {
 		return cancelled, false, nil

@@ -67,10 +67,14 @@ type Driver interface {
 	// returns how many there were (0 is not an error).
 	JobCancel(ctx context.Context, tx any, p *JobCancelParams) (int, error)
 	// JobCancelCheck moves at most p.Limit pending jobs of check p.Check
-	// (of entity p.Entity only, when set) to history as cancelled, in one
-	// transaction of its own, and returns how many: fewer than p.Limit when
-	// none is left. A job being processed is waited for, as by JobCancel.
-	JobCancelCheck(ctx context.Context, p *JobCancelCheckParams) (int, error)
+	// (of entity p.Entity only, when set), the first after p.After in
+	// (entity, entity_key) order, to history as cancelled, in one
+	// transaction of its own, and returns how many and the last: fewer
+	// than p.Limit when none is left after it. Each call reads the jobs
+	// from p.After on, not from the first, so that cancelling a check's
+	// jobs batch by batch reads the table once. A job being processed is
+	// waited for, as by JobCancel.
+	JobCancelCheck(ctx context.Context, p *JobCancelCheckParams) (*JobCancelCheckResult, error)
 	// JobResolve moves to history as resolved every pending job of the entity
 	// whose check awaits the event (per the catalog), and returns how many.
 	JobResolve(ctx context.Context, tx any, p *JobResolveParams) (int, error)

@@ -104,12 +104,27 @@ type JobCancelParams struct {
 }
 
 // JobCancelCheckParams cancels pending jobs of one check: at most Limit
-// (positive) jobs, of entity Entity only when it is set.
+// (positive) jobs, of entity Entity only when it is set, the first in the
+// order of the (entity, entity_key) identity after After (the zero JobRef:
+// from the first).
 type JobCancelCheckParams struct {
 	Check, Entity string
+	After         JobRef
 	Limit         int
 	Now           time.Time
 	By            string
+}
+
+// JobCancelCheckResult is what one JobCancelCheck did: how many jobs it
+// cancelled and the last of them, which the next call starts after.
+type JobCancelCheckResult struct {
+	Cancelled int
+	Last      JobRef
+}
+
+// JobRef names the job of one check by its entity and key.
+type JobRef struct {
+	Entity, Key string
 }
 
 // JobResolveParams settles the jobs of an entity awaiting Event.

@@ -608,26 +608,37 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 	return int(tag.RowsAffected()), nil
 }
 
-// JobCancelCheck moves at most p.Limit jobs of the check to history as
-// cancelled, as one statement of its own, locking them in lock order (see
-// lockOrder). A job being processed is waited for.
-func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
+// JobCancelCheck moves at most p.Limit jobs of the check after p.After to
+// history as cancelled, as one statement of its own, locking them in lock
+// order (see lockOrder), and returns how many and the last. A job being
+// processed is waited for. The identity index is read from p.After on.
+func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (*driver.JobCancelCheckResult, error) {
+	res := &driver.JobCancelCheckResult{}
+	err := s.pool.QueryRow(ctx, `
 		WITH locked AS MATERIALIZED (
-			SELECT j.id FROM prescient_jobs j
+			SELECT j.id, j.entity, j.entity_key FROM prescient_jobs j
 			WHERE j.check_name = $1 AND ($2 = '' OR j.entity = $2)
+				AND (j.entity, j.entity_key) > ($7::text COLLATE "C", $8::text COLLATE "C")
 			ORDER BY `+lockOrder("j")+`
 			LIMIT $3
 			FOR UPDATE OF j
 		), gone AS (
 			DELETE FROM prescient_jobs j USING locked l WHERE j.id = l.id
 			RETURNING j.*
-		)`+historyMove,
-		p.Check, p.Entity, p.Limit, "cancelled", p.Now, p.By)
-	if err != nil {
-		return 0, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(ctx, err))
+		), moved AS (`+historyMove+`
+			RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM moved), l.entity, l.entity_key FROM locked l
+		ORDER BY l.entity COLLATE "C" DESC, l.entity_key COLLATE "C" DESC LIMIT 1`,
+		p.Check, p.Entity, p.Limit, "cancelled", p.Now, p.By, p.After.Entity, p.After.Key).
+		Scan(&res.Cancelled, &res.Last.Entity, &res.Last.Key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return res, nil
+	case err != nil:
+		return nil, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(ctx, err))
 	}
-	return int(tag.RowsAffected()), nil
+	return res, nil
 }
 
 // JobResolve moves to history as resolved the entity's jobs whose check

@@ -196,24 +196,52 @@ func (s *Store) JobCancel(ctx context.Context, tx any, p *driver.JobCancelParams
 	return n, nil
 }
 
-// JobCancelCheck moves at most p.Limit jobs of the check to history as
-// cancelled, in one transaction of its own. A job being processed is waited
-// for (the processor holds the write lock).
-func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (int, error) {
-	var n int
+// JobCancelCheck moves at most p.Limit jobs of the check after p.After to
+// history as cancelled, in one transaction of its own, and returns how many
+// and the last. A job being processed is waited for (the processor holds
+// the write lock). The identity index is read from p.After on.
+func (s *Store) JobCancelCheck(ctx context.Context, p *driver.JobCancelCheckParams) (*driver.JobCancelCheckResult, error) {
+	res := &driver.JobCancelCheckResult{}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		var err error
-		// The same rows for both statements: the write lock is held, and
-		// the ids are taken in their order.
-		n, err = moveToHistory(ctx, tx, `WHERE id IN (
-				SELECT id FROM prescient_jobs WHERE check_name = $1 AND ($2 = '' OR entity = $2) ORDER BY id LIMIT $3)`,
-			p.Check, p.Entity, p.Limit, "cancelled", micros(p.Now), p.By)
+		rows, err := tx.QueryContext(ctx, `
+			SELECT id, entity, entity_key FROM prescient_jobs
+			WHERE check_name = $1 AND ($2 = '' OR entity = $2) AND (entity, entity_key) > ($3, $4)
+			ORDER BY entity, entity_key LIMIT $5`,
+			p.Check, p.Entity, p.After.Entity, p.After.Key, p.Limit)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		last := driver.JobRef{}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id, &last.Entity, &last.Key); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		// The write lock is held: both statements of the move see the rows
+		// just read.
+		n, err := moveToHistory(ctx, tx, `WHERE id IN (SELECT value FROM json_each($3))`,
+			p.Check, p.Entity, string(list), "cancelled", micros(p.Now), p.By)
+		res.Cancelled, res.Last = n, last
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(err))
+		return nil, fmt.Errorf("cancel the jobs of check %s: %w", p.Check, interpretError(err))
 	}
-	return n, nil
+	return res, nil
 }
 
 // JobResolve moves to history as resolved the entity's jobs whose check

@@ -435,13 +435,20 @@ func testCancelCheck(t *testing.T, h *Harness) {
 	b := schedule(t, h, "order", "2", "retired", slot(2), "")
 	c := schedule(t, h, "invoice", "1", "retired", slot(1), "")
 	kept := schedule(t, h, "order", "1", "unshipped", slot(1), "")
+	var last driver.JobRef // of the latest cancel
+	cancelAfter := func(entity string, after driver.JobRef, limit int, now time.Time) int {
+		t.Helper()
+		r, err := h.Store.JobCancelCheck(t.Context(), &driver.JobCancelCheckParams{Check: "retired", Entity: entity,
+			After: after, Limit: limit, Now: now, By: "retire"})
+		if err != nil {
+			t.Fatalf("cancel check retired (entity %q, after %v, limit %d): %v", entity, after, limit, err)
+		}
+		last = r.Last
+		return r.Cancelled
+	}
 	cancel := func(entity string, limit int, now time.Time) int {
 		t.Helper()
-		n, err := h.Store.JobCancelCheck(t.Context(), &driver.JobCancelCheckParams{Check: "retired", Entity: entity, Limit: limit, Now: now, By: "retire"})
-		if err != nil {
-			t.Fatalf("cancel check retired (entity %q, limit %d): %v", entity, limit, err)
-		}
-		return n
+		return cancelAfter(entity, driver.JobRef{}, limit, now)
 	}
 	if n := cancel("invoice", 10, at(time.Hour)); n != 1 {
 		t.Fatalf("cancel the invoices' jobs of check retired: %d, want 1", n)
@@ -453,11 +460,21 @@ func testCancelCheck(t *testing.T, h *Harness) {
 	}
 	recordDiff(recs[0], c, history.Cancelled, at(time.Hour), "retire").check(t, "cancelled record of invoice 1")
 
-	if n := cancel("", 1, at(2*time.Hour)); n != 1 {
-		t.Fatalf("cancel one job of check retired: %d, want 1", n)
+	// In identity order: order 1, then order 2; each call after the last.
+	if n := cancel("", 1, at(2*time.Hour)); n != 1 || last != (driver.JobRef{Entity: "order", Key: "1"}) {
+		t.Fatalf("cancel one job of check retired: %d, last %v; want 1, order 1", n, last)
 	}
-	if n := cancel("", 10, at(2*time.Hour)); n != 1 {
-		t.Fatalf("cancel the rest of check retired: %d, want 1 (of 2, one cancelled before)", n)
+	wantGone(t, h, "order", "1", "retired")
+	late := schedule(t, h, "order", "0", "retired", slot(3), "") // scheduled behind the batches
+	if n := cancelAfter("", last, 10, at(2*time.Hour)); n != 1 || last != (driver.JobRef{Entity: "order", Key: "2"}) {
+		t.Fatalf("cancel the rest of check retired after order 1: %d, last %v; want 1, order 2 (not order 0, before it)", n, last)
+	}
+	jobDiff(get(t, h, "order", "0", "retired"), late).check(t, "a job before the batch's start")
+	if n := cancelAfter("", last, 10, at(3*time.Hour)); n != 0 || last != (driver.JobRef{}) {
+		t.Fatalf("cancel check retired after its last job: %d, last %v; want 0 and no last", n, last)
+	}
+	if n := cancel("", 10, at(3*time.Hour)); n != 1 || last != (driver.JobRef{Entity: "order", Key: "0"}) {
+		t.Fatalf("cancel check retired from the first again: %d, last %v; want 1, order 0", n, last)
 	}
 	if n := cancel("", 10, at(3*time.Hour)); n != 0 {
 		t.Fatalf("cancel check retired with none left: %d, want 0", n)
