@@ -1217,11 +1217,13 @@ func (c *Config) Validate() error {
 	if b := c.Database.BusyTimeout; b > busyTimeoutMax && !reported["database.busy_timeout"] {
 		bad("database.busy_timeout", fmt.Errorf("must be at most %s, got %s", time.Duration(busyTimeoutMax), b))
 	}
-	if hold := time.Duration(c.Guards.Runtime) + time.Duration(c.GroupDuration); c.Database.URL == "" && c.busyTimeoutSet() &&
-		time.Duration(c.Database.BusyTimeout) <= hold && !reported["database.busy_timeout"] && !reported["guards.runtime"] && !reported["group_duration"] {
-		bad("database.busy_timeout", fmt.Errorf("%s is not more than guards.runtime + group_duration, %s: a write waits this long for the "+
+	if runtime, key := c.runtimeGuard(); c.Database.URL == "" && c.busyTimeoutSet() &&
+		time.Duration(c.Database.BusyTimeout) <= runtime+time.Duration(c.GroupDuration) &&
+		!reported["database.busy_timeout"] && !reported[key] && !reported["group_duration"] {
+		hold := runtime + time.Duration(c.GroupDuration)
+		bad("database.busy_timeout", fmt.Errorf("%s is not more than %s + group_duration, %s: a write waits this long for the "+
 			"write lock, which a group of checks holds up to that long, and would fail behind a slow check "+
-			"(write at least %s, or remove the key to have it follow guards.runtime)", c.Database.BusyTimeout, hold, hold+busyTimeoutMargin))
+			"(write at least %s, or remove the key to have it follow the runtime guards)", c.Database.BusyTimeout, key, hold, hold+busyTimeoutMargin))
 	}
 	if c.Database.URL == "" {
 		// The embedded store serves the processes of one host.
@@ -1415,12 +1417,27 @@ func (c *Config) clientConfig() prescient.Config {
 func (c *Config) busyTimeoutSet() bool { return c.lines["database.busy_timeout"] > 0 }
 
 // busyTimeout is the SQLite busy timeout: database.busy_timeout when the
-// file sets it, else derived from guards.runtime (see DatabaseConfig).
+// file sets it, else derived from the longest runtime guard (see
+// DatabaseConfig).
 func (c *Config) busyTimeout() time.Duration {
 	if c.busyTimeoutSet() {
 		return time.Duration(c.Database.BusyTimeout)
 	}
-	return max(time.Duration(c.Database.BusyTimeout), time.Duration(c.Guards.Runtime)+time.Duration(c.GroupDuration)+busyTimeoutMargin)
+	runtime, _ := c.runtimeGuard()
+	return max(time.Duration(c.Database.BusyTimeout), runtime+time.Duration(c.GroupDuration)+busyTimeoutMargin)
+}
+
+// runtimeGuard returns the longest runtime guard of the configuration, the
+// server's (guards.runtime) or a declared check's own, and its key: a group
+// of checks holds SQLite's write lock for up to that long.
+func (c *Config) runtimeGuard() (time.Duration, string) {
+	runtime, key := time.Duration(c.Guards.Runtime), "guards.runtime"
+	for _, name := range slices.Sorted(maps.Keys(c.Checks)) {
+		if r := time.Duration(c.Checks[name].Guards.Runtime); r > runtime {
+			runtime, key = r, "checks."+name+".guards.runtime"
+		}
+	}
+	return runtime, key
 }
 
 // gridSet reports whether the file sets the slot grid (slots.resolution or

@@ -202,9 +202,15 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 	}
 }
 
-// TestBusyTimeout: database.busy_timeout follows guards.runtime unless set,
-// is refused when set no longer than a group of checks may hold the write
-// lock, and is what the SQLite store waits.
+// slowDeclared declares a check whose own runtime guard, 2m, is longer than
+// the server's.
+const slowDeclared = "checks:\n  slow:\n    entity: order\n    query: SELECT id AS key FROM o WHERE id IN (SELECT value FROM json_each($1))\n" +
+	"    stages: [{after: 0s, event: late}]\n    guards:\n      runtime: 2m\n"
+
+// TestBusyTimeout: database.busy_timeout follows the longest runtime guard
+// (the server's or a declared check's own) unless set, is refused when set
+// no longer than a group of checks may hold the write lock, and is what the
+// SQLite store waits.
 func TestBusyTimeout(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -215,6 +221,7 @@ func TestBusyTimeout(t *testing.T) {
 		{"follows guards.runtime", "guards:\n  runtime: 2m\n", 2*time.Minute + time.Second + 15*time.Second},
 		{"set", "database:\n  busy_timeout: 90s\n", 90 * time.Second},
 		{"set, with PostgreSQL", "database:\n  url: postgres://app@db:5432/app\n  busy_timeout: 1s\n", time.Second},
+		{"follows a declared check's longer runtime guard", "guards:\n  runtime: 1s\n" + slowDeclared, 2*time.Minute + time.Second + 15*time.Second},
 	} {
 		cfg, err := ParseConfig("prescient.yaml", []byte(tt.yaml))
 		if err != nil {
@@ -231,6 +238,8 @@ func TestBusyTimeout(t *testing.T) {
 	for _, tt := range []struct{ yaml, want string }{
 		{"guards:\n  runtime: 1m\ndatabase:\n  busy_timeout: 1m\n",
 			"prescient.yaml:4: database.busy_timeout: 1m0s is not more than guards.runtime + group_duration, 1m1s"},
+		{"guards:\n  runtime: 1s\ndatabase:\n  busy_timeout: 1m\n" + slowDeclared,
+			"prescient.yaml:4: database.busy_timeout: 1m0s is not more than checks.slow.guards.runtime + group_duration, 2m1s"},
 		{"database:\n  busy_timeout: 0s\n", "prescient.yaml:2: database.busy_timeout: must be positive"},
 		{"database:\n  busy_timeout: -1\n", "prescient.yaml:2: database.busy_timeout: must be positive"},
 		{"database:\n  busy_timeout: 48h\n", "prescient.yaml:2: database.busy_timeout: must be at most 24h0m0s"},
