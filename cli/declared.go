@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -210,6 +211,16 @@ func (c *Config) checksErrors() []error {
 			bad(base+".guards.horizon", errors.New("must be positive, or -1 for no limit, got 0s (leave it out for the server's guards.horizon)"))
 		}
 		known := c.sinkSet()
+		if !written("sinks") {
+			// Every stage raises an event: with no sink it is recorded in
+			// prescient_outbox and never delivered (nor later, when a sink
+			// is added: deliveries are made as the event is). Only an
+			// application that reads that table itself wants that, and
+			// says so with sinks: [].
+			bad(base+".sinks", fmt.Errorf("is missing: the check's stages raise events (%s), which would be recorded and never delivered; "+
+				"name the sinks they go to (configured: %s), or write sinks: [] to have them only recorded in prescient_outbox, "+
+				"for a reader of your own", stageEvents(cc.Stages), sinkList(known)))
+		}
 		for i, s := range cc.Sinks {
 			if !known[s] {
 				bad(fmt.Sprintf("%s.sinks[%d]", base, i), fmt.Errorf("no sink named %q is configured (configured: %s): add it to the sinks section, or remove it here",
@@ -218,6 +229,17 @@ func (c *Config) checksErrors() []error {
 		}
 	}
 	return errs
+}
+
+// stageEvents lists the events of stages, each once, in their order.
+func stageEvents(stages []StageConfig) string {
+	var names []string
+	for _, st := range stages {
+		if !slices.Contains(names, st.Event) {
+			names = append(names, st.Event)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // sinkSet returns the names of the configured sinks (SinkNames, in

@@ -56,7 +56,7 @@ const (
 )
 
 func TestDeclaredConfig(t *testing.T) {
-	path := writeConfig(t, declaredYAML(liteDue)+"  order_pinged:\n    entity: order\n    query: SELECT id AS key FROM ${ORDERS} WHERE "+liteDue+"\n    stages: [{after: 0s, event: order.ping}]\n")
+	path := writeConfig(t, declaredYAML(liteDue)+"  order_pinged:\n    entity: order\n    query: SELECT id AS key FROM ${ORDERS} WHERE "+liteDue+"\n    stages: [{after: 0s, event: order.ping}]\n    sinks: [ops]\n")
 	cfg, err := loadConfig(path, envOf(map[string]string{"ORDERS": "orders"}))
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +84,7 @@ func TestDeclaredConfig(t *testing.T) {
 			Entity: "order",
 			Query:  "SELECT id AS key FROM orders WHERE " + liteDue,
 			Stages: []sqlcheck.Stage{{After: 0, Event: "order.ping"}},
+			Sinks:  []string{"ops"},
 		},
 	}
 	want[0].Guards.Runtime = 5 * time.Second
@@ -129,6 +130,10 @@ func TestDeclaredConfigErrors(t *testing.T) {
 			":6: checks.c.stages[1].after: is reached at the job's check 169 at the earliest (each check asks for the next stage, or 1h0m0s (guards.horizon) " +
 				"ahead at most, rounded up to the slots): more than guards.max_checks (100)"},
 		{"sink not configured", head + "    stages: [{after: 0s, event: a}]\n    sinks: [ops]\n", `:6: checks.c.sinks[0]: no sink named "ops" is configured (configured: none)`},
+		// Its events would be recorded and never delivered, nor later
+		// when a sink is added (found by an operator's trial).
+		{"no sinks", "sinks: {ops: {type: log}}\n" + head + "    stages: [{after: 0s, event: a}, {after: 1h, event: b}, {after: 2h, event: a, stage: again}]\n",
+			`:3: checks.c.sinks: is missing: the check's stages raise events (a, b), which would be recorded and never delivered; name the sinks they go to (configured: ops), or write sinks: []`},
 		{"await twice", head + "    stages: [{after: 0s, event: a}]\n    awaits: [shipped, shipped]\n", `:6: checks.c.awaits[1]: "shipped" is listed twice`},
 	}
 	for _, tt := range tests {
@@ -301,6 +306,10 @@ func TestDeclaredEndToEnd(t *testing.T) {
 	})
 }
 
+// logSink ends a configuration whose last key is a declared check's: the
+// check's events go to a sink in the log.
+const logSink = "    sinks: [ops]\nsinks: {ops: {type: log}}\n"
+
 // TestDeclaredQueryErrors: a query the database refuses is an error at
 // start-up naming the check, the key and its line: run stops at once
 // instead of retrying, and so does every command that could run a check;
@@ -315,7 +324,7 @@ func TestDeclaredQueryErrors(t *testing.T) {
 		if _, _, err := runAt(t, ctx, time.Now(), s.env, writeConfig(t, s.head), "migrate"); err != nil {
 			t.Fatal(err)
 		}
-		yaml := s.head + "checks:\n  c:\n    entity: order\n    query: |\n      SELECT id AS key,\n        placd_at\n      FROM orders WHERE " + due + "\n    stages: [{after: 1h, event: e}]\n"
+		yaml := s.head + "checks:\n  c:\n    entity: order\n    query: |\n      SELECT id AS key,\n        placd_at\n      FROM orders WHERE " + due + "\n    stages: [{after: 1h, event: e}]\n" + logSink
 		config := writeConfig(t, yaml)
 		line := strings.Count(s.head, "\n") + 4
 		want := fmt.Sprintf("%s:%d: checks.c.query: prepare: ", config, line)
@@ -341,7 +350,7 @@ func TestDeclaredQueryErrors(t *testing.T) {
 			}
 		}
 		// A declared check may not take a Go check's name.
-		config = writeConfig(t, s.head+"checks:\n  order_unshipped:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE "+due+"\n    stages: [{after: 1h, event: e}]\n")
+		config = writeConfig(t, s.head+"checks:\n  order_unshipped:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE "+due+"\n    stages: [{after: 1h, event: e}]\n"+logSink)
 		_, _, err := runAt(t, ctx, time.Now(), s.env, config, "schedule", "order", "1", "order_unshipped", "--in", "1h")
 		if err == nil || !strings.Contains(err.Error(), "checks.order_unshipped: this binary has a Go check named order_unshipped") {
 			t.Errorf("a declared check named as a Go check: %v", err)
@@ -359,7 +368,7 @@ func TestDeclaredQueryErrors(t *testing.T) {
 		// read, by every command (found by a new user's trial: only run and
 		// checks --prepare said so; migrate recorded it in the catalog and
 		// schedule created its jobs).
-		config = writeConfig(t, s.head+"checks:\n  extrakey:\n    entity: order\n    query: SELECT 'zzz' AS key\n    stages: [{after: 1h, event: e}]\n")
+		config = writeConfig(t, s.head+"checks:\n  extrakey:\n    entity: order\n    query: SELECT 'zzz' AS key\n    stages: [{after: 1h, event: e}]\n"+logSink)
 		want = fmt.Sprintf("%s:%d: checks.extrakey.query: does not use $1", config, strings.Count(s.head, "\n")+4)
 		for _, args := range [][]string{{"checks"}, {"slots"}, {"schedule", "order", "1", "extrakey", "--in", "1h"}} {
 			_, _, err := runAt(t, ctx, time.Now(), s.env, config, args...)
@@ -406,6 +415,22 @@ func TestChecksCommand(t *testing.T) {
 	}
 }
 
+// A declared check may have its events only recorded, for an application
+// that reads prescient_outbox itself, when it says so: sinks: [].
+func TestDeclaredWithSinksWrittenEmptyLoads(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, "checks:\n  c:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE id = ANY($1)\n"+
+		"    stages: [{after: 0s, event: a}]\n    sinks: []\n"), noEnv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Fatalf("a declared check with sinks: []: %v, want it loaded", err)
+	}
+	if got := cfg.DeclaredChecks(); len(got) != 1 || len(got[0].Sinks) != 0 {
+		t.Errorf("declared checks: %+v, want c with no sinks", got)
+	}
+}
+
 // Stages further apart than the horizon load: the check asks for the
 // horizon and looks again then. (They were refused while a check asked for
 // the next stage's time whatever the horizon, and its job ended
@@ -426,7 +451,7 @@ func TestDeclaredStagesFurtherApartThanTheHorizonLoad(t *testing.T) {
 		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 35m, event: b}, {after: 70m, event: c}]\n    guards: {horizon: 20m, max_checks: 4}\n",
 		"slots: {resolution: 15m}\n" + head + "    anchor: placed_at\n    stages: [{after: 0s, event: a}, {after: 5m, event: b}, {after: 10m, event: c}]\n    guards: {horizon: 15m, max_checks: 2}\n",
 	} {
-		cfg, err := loadConfig(writeConfig(t, body), noEnv)
+		cfg, err := loadConfig(writeConfig(t, body+logSink), noEnv)
 		if err == nil {
 			err = cfg.Validate() // loadConfig alone does not judge the checks section
 		}

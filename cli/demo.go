@@ -357,8 +357,8 @@ func runDemo(ctx context.Context, out io.Writer, dbURL string, o *demoOpts) (err
 			MaxAttempts: 5,
 			Backoff:     delivery.Backoff{Initial: 500 * time.Millisecond, Max: time.Second},
 		}},
-		// Retries are narrated by the receiver; the deliverer speaks up
-		// only when something is wrong.
+		// The deliverer speaks up only when something is wrong: here the
+		// receiver's 503, at WARN, then nothing more.
 		Logger: slog.New(&narrateHandler{n: n, prefix: "delivery: ", level: slog.LevelWarn}),
 		Poll:   250 * time.Millisecond,
 	})

@@ -82,7 +82,8 @@ func checkDemoStory(t *testing.T, out string) {
 		{"check order_unshipped #2 of order 1001", 1},
 		{"of order 1002", 0},
 		{"of order 1003", 0},
-		{"failed", 0},
+		{"delivery: delivery failed, will retry sink=receiver", 1}, // the 503, at WARN
+		{"failed", 1},
 		{"declared a check in SQL, no Go", 1},
 		{"prepared its query: it returns key, placed_at", 1},
 		{"declared check order_unshipped_sql, one query for 1 job(s): order 1004", 2},

@@ -205,7 +205,7 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 // slowDeclared declares a check whose own runtime guard, 2m, is longer than
 // the server's.
 const slowDeclared = "checks:\n  slow:\n    entity: order\n    query: SELECT id AS key FROM o WHERE id IN (SELECT value FROM json_each($1))\n" +
-	"    stages: [{after: 0s, event: late}]\n    guards:\n      runtime: 2m\n"
+	"    stages: [{after: 0s, event: late}]\n    guards:\n      runtime: 2m\n" + logSink
 
 // TestBusyTimeout: database.busy_timeout follows the longest runtime guard
 // (the server's or a declared check's own) unless set, is refused when set
