@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +48,14 @@ func (e *env) startDelivery(ctx context.Context, cfg *Config, log *slog.Logger) 
 		if s.Type != SinkWebhook {
 			continue
 		}
-		v, ok := e.opts.lookupEnv(s.SecretEnv)
-		if !ok || v == "" {
-			errs = append(errs, cfg.sinkError("sinks."+name+".secret_env", fmt.Errorf("%s is not set (or is empty): it holds the secret "+
+		// Without the whitespace around it, as the API token: a secret
+		// read from a file (a Kubernetes secret) ends with a line break
+		// the receiver's copy does not have, and every signature would
+		// fail to verify.
+		v, _ := e.opts.lookupEnv(s.SecretEnv)
+		v = strings.TrimSpace(v)
+		if v == "" {
+			errs = append(errs, cfg.sinkError("sinks."+name+".secret_env", fmt.Errorf("%s is not set (or is empty, or only white space): it holds the secret "+
 				"the sink signs its requests with; set it in the server's environment", s.SecretEnv)))
 		}
 		secrets[name] = []byte(v)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -247,5 +249,73 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("after 30s: no %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A webhook's secret is read without the white space around it, as the API
+// token is: a secret file mounted into the environment ends with a line
+// break the receiver's copy does not have, and every request's signature
+// failed to verify (found by an operator's trial). One of white space only
+// is refused.
+func TestWebhookSecretTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	got := make(chan error, 1)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case got <- delivery.Verify([]byte("s3cret-value"), r.Header.Get(delivery.HeaderSignature), body, time.Now(), time.Hour):
+		default:
+		}
+	}))
+	defer rcv.Close()
+	cfg, err := ParseConfig(filepath.Join(dir, "prescient.yaml"), []byte("database:\n  path: "+filepath.Join(dir, "p.db")+
+		"\nsinks:\n  ops:\n    type: webhook\n    url: "+rcv.URL+"\n    secret_env: HOOK_SECRET\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	reg := &checks.Registry{}
+	e := &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": " \n\t"})}).withDefaults()}
+	if _, err := e.startDelivery(context.Background(), cfg, log); err == nil || !strings.Contains(err.Error(), "HOOK_SECRET is not set (or is empty, or only white space)") {
+		t.Fatalf("start with a secret of white space only: %v, want it refused", err)
+	}
+
+	st, err := sqlite.Open(context.Background(), cfg.Database.Path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.OutboxRecord(context.Background(), &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: "1", Check: "c",
+		Stage: "s", Event: "e", IdempotencyKey: "order/1/c/s", Sinks: []string{"ops"}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e = &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s3cret-value\n"})}).withDefaults()}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop, err := e.startDelivery(ctx, cfg, log)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer stop()
+	defer cancel()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Errorf("the receiver's check of the signature with the secret without its line break: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request reached the receiver in 30s")
 	}
 }
