@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -259,6 +260,26 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validateSchedule reports what is wrong with a cron spec of the sweep or
+// the prune: one cron does not read, an @every of less than a second (cron
+// runs it every second whatever it says: 0s, -5s, 100ms), or a spec that
+// never comes (the 30th of February).
+func validateSchedule(spec string) error {
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return fmt.Errorf("%w (write a cron spec of five fields, such as \"*/15 * * * *\", or \"@every 5s\")", err)
+	}
+	if every, ok := strings.CutPrefix(spec, "@every "); ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d < time.Second {
+			return fmt.Errorf("runs every %s: an @every must be at least 1s (such as \"@every 1m\")", d)
+		}
+	}
+	if sched.Next(time.Now()).IsZero() {
+		return errors.New("never comes: no time in the next five years matches it")
+	}
+	return nil
+}
+
 // Validate reports the first field that is wrong, naming it.
 func (c Config) Validate() error {
 	if err := checks.ValidateName("server", c.Server); err != nil {
@@ -299,12 +320,12 @@ func (c Config) Validate() error {
 	if _, err := ParseSweepMode(string(c.SweepMode)); err != nil {
 		errs = append(errs, fmt.Errorf("config: sweep mode: %w", err))
 	}
-	for name, spec := range map[string]string{"sweep schedule": c.SweepSchedule, "prune schedule": c.PruneSchedule} {
-		if spec == "-" {
+	for _, s := range []struct{ name, spec string }{{"sweep schedule", c.SweepSchedule}, {"prune schedule", c.PruneSchedule}} {
+		if s.spec == "-" {
 			continue
 		}
-		if _, err := cron.ParseStandard(spec); err != nil {
-			errs = append(errs, fmt.Errorf("config: %s %q: %w (write a cron spec of five fields, such as \"*/15 * * * *\", or \"@every 5s\")", name, spec, err))
+		if err := validateSchedule(s.spec); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s %q: %w", s.name, s.spec, err))
 		}
 	}
 	if c.HistoryRetention < 0 && c.HistoryRetention != -1 {

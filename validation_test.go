@@ -170,3 +170,26 @@ func TestSweepScheduleErrorSaysTheFormat(t *testing.T) {
 		t.Errorf("sweep schedule \"5s\": error %v, want one naming the forms it takes (\"@every 5s\")", err)
 	}
 }
+
+// A sweep or prune schedule cron would run every second whatever it says
+// (@every 0s, -5s, 100ms), or never (the 30th of February), is refused
+// (found by an operator's trial).
+func TestSchedulesThatCronWouldNotKeepAreRefused(t *testing.T) {
+	for spec, want := range map[string]string{
+		"@every 0s":    "an @every must be at least 1s",
+		"@every -5s":   "runs every -5s",
+		"@every 100ms": "runs every 100ms",
+		"0 0 30 2 *":   "never comes",
+	} {
+		for _, cfg := range []prescient.Config{{SweepSchedule: spec}, {PruneSchedule: spec}} {
+			if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("schedule %q: error %v, want one containing %q", spec, err, want)
+			}
+		}
+	}
+	for _, spec := range []string{"@every 1s", "@every 5m", "*/15 * * * *", "0 0 29 2 *", "-"} {
+		if err := (prescient.Config{SweepSchedule: spec, PruneSchedule: spec}).WithDefaults().Validate(); err != nil {
+			t.Errorf("schedule %q: %v, want it taken", spec, err)
+		}
+	}
+}

@@ -1125,6 +1125,17 @@ func (c *Config) Validate() error {
 			bad(k.key, fmt.Errorf("must be %s, got 0", k.want))
 		}
 	}
+	// So is an empty string: sweep.schedule: "" written to turn the
+	// sweep off would have it run every 5 minutes.
+	for _, k := range []struct{ key, v, want string }{
+		{"sweep.mode", c.Sweep.Mode, "run or reslot"},
+		{"sweep.schedule", c.Sweep.Schedule, `a cron spec (such as "*/5 * * * *"), or - for no scheduled sweep`},
+		{"history.prune_schedule", c.History.PruneSchedule, `a cron spec (such as "17 * * * *"), or - for no pruning`},
+	} {
+		if k.v == "" {
+			bad(k.key, fmt.Errorf("must be %s, got an empty value", k.want))
+		}
+	}
 	durations := []durationRule{
 		{"slots.resolution", c.Slots.Resolution, false, false, "positive (such as 15m)", 0, ""},
 		{"slots.offset", c.Slots.Offset, true, false, "0s, or positive and less than slots.resolution (such as 5m)", 0, ""},

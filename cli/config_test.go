@@ -231,6 +231,15 @@ func TestConfigErrors(t *testing.T) {
 		{"bad sweep mode", "sweep:\n  mode: later\n", []string{":2: sweep.mode:", `"later"`, `"reslot"`}, nil},
 		{"bad sweep schedule", "sweep:\n  schedule: every day\n", []string{":2: sweep.schedule:", `"every day"`}, nil},
 		{"bad prune schedule", "history:\n  prune_schedule: '99 * * * *'\n", []string{":2: history.prune_schedule:"}, nil},
+		// Found by an operator's trial: cron ran these every second, or
+		// never, and "" stood for the default.
+		{"sweep every 0s", "sweep:\n  schedule: '@every 0s'\n", []string{":2: sweep.schedule:", "an @every must be at least 1s"}, nil},
+		{"sweep every -5s", "sweep:\n  schedule: '@every -5s'\n", []string{":2: sweep.schedule:", "runs every -5s"}, nil},
+		{"sweep every 100ms", "sweep:\n  schedule: '@every 100ms'\n", []string{":2: sweep.schedule:", "runs every 100ms"}, nil},
+		{"prune on February 30th", "history:\n  prune_schedule: '0 0 30 2 *'\n", []string{":2: history.prune_schedule:", "never comes"}, nil},
+		{"empty sweep schedule", "sweep:\n  schedule: \"\"\n", []string{":2: sweep.schedule: must be a cron spec", "or - for no scheduled sweep, got an empty value"}, nil},
+		{"empty prune schedule", "history:\n  prune_schedule: ''\n", []string{":2: history.prune_schedule: must be a cron spec", "got an empty value"}, nil},
+		{"empty sweep mode", "sweep:\n  mode: ''\n", []string{":2: sweep.mode: must be run or reslot, got an empty value"}, nil},
 		{"bad retention", "history:\n  retention: -5h\n", []string{":2: history.retention:", "-1 to keep forever"}, nil},
 		{"zero workers", "workers: 0\n", []string{":1: workers: must be at least 1"}, nil},
 		{"zero batch size", "batch_size: 0\n", []string{":1: batch_size: must be at least 1"}, nil},
