@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -84,12 +87,24 @@ func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
 		return &apiError{Status: http.StatusUnsupportedMediaType,
 			Message: fmt.Sprintf("the body must be JSON sent with Content-Type: application/json, got Content-Type %s", got)}
 	}
+	// The body says everything: a query parameter (?dry_run=true) would
+	// be ignored, and the call not do what it says.
+	if _, err := query(r, nil); err != nil {
+		return err
+	}
 	tooLarge := &apiError{Status: http.StatusRequestEntityTooLarge,
 		Message: fmt.Sprintf("the body is larger than the %d bytes allowed", maxBody)}
 	if r.ContentLength > maxBody {
 		return tooLarge
 	}
-	dec := json.NewDecoder(r.Body) // route capped it at maxBody
+	body, err := io.ReadAll(r.Body) // route capped it at maxBody
+	if err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return tooLarge
+		}
+		return badField("", "cannot read the body: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		var (
@@ -120,13 +135,48 @@ func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
 		return badField("", "the body is not a valid JSON object: "+strings.TrimPrefix(err.Error(), "json: "))
 	}
 	var more json.RawMessage
-	switch err := dec.Decode(&more); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case errors.As(err, new(*http.MaxBytesError)):
-		return tooLarge
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return badField("", "the body holds more after its JSON object: send one object")
 	}
-	return badField("", "the body holds more after its JSON object: send one object")
+	return exactFields(body, dst, fields)
+}
+
+// exactFields refuses a field of the JSON object body that encoding/json
+// took for one of dst's although it is not written as its json tag is (it
+// matches names whatever their case: "Entity" for entity), and a field given
+// twice (encoding/json keeps the last). body decoded into dst.
+func exactFields(body []byte, dst any, fields string) error {
+	var names []string
+	t := reflect.TypeOf(dst).Elem()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // the object's {
+		return badField("", "the body is not a valid JSON object: "+err.Error())
+	}
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return badField("", "the body is not a valid JSON object: "+err.Error())
+		}
+		name, _ := tok.(string)
+		switch {
+		case !slices.Contains(names, name):
+			return badField(name, fmt.Sprintf("unknown field %s (the fields are %s, written so: names are case-sensitive)", quote(name), fields))
+		case seen[name]:
+			return badField(name, fmt.Sprintf("%s is given twice: give it once", name))
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return badField("", "the body is not a valid JSON object: "+err.Error())
+		}
+	}
+	return nil
 }
 
 // jsonType names the JSON type of a Go kind, for "key must be a string".

@@ -223,7 +223,8 @@ func TestAPIJobLifecycle(t *testing.T) {
 	eachStore(t, nil, func(t *testing.T, e *apiEnv) {
 		var j job
 		e.ok(http.StatusCreated, "POST", "/v1/schedule",
-			map[string]any{"entity": "order", "key": "42", "check": "order_unshipped", "in": "3h", "payload": map[string]int{"amount": 12}}, &j)
+			// The payload's own fields are its own: any case, any name.
+			map[string]any{"entity": "order", "key": "42", "check": "order_unshipped", "in": "3h", "payload": map[string]int{"amount": 12, "Entity": 1, "in": 2}}, &j)
 		if j.Entity != "order" || j.Key != "42" || j.Check != "order_unshipped" || !j.NextCheckAt.Equal(at("2026-03-10T12:00:00Z")) || j.ID == 0 {
 			t.Errorf("schedule in 3h at %s: job %+v, want order/42/order_unshipped due 2026-03-10T12:00:00Z", now, j)
 		}
@@ -420,6 +421,15 @@ func TestAPIErrors(t *testing.T) {
 			400, "check", "check is empty: name the check to cancel, or leave the field out", [2]string{}},
 		{"unknown field", "POST", "/v1/schedule", sched(`, "in": "3h", "colour": "red"`), nil, 400, "colour",
 			`unknown field "colour" (the fields are entity, key, check, at or in, payload and on_conflict)`, [2]string{}},
+		// Found by an operator's trial: a dry run that cancelled, a field
+		// named in capitals taken for entity, the last of two kept.
+		{"query parameter on a POST", "POST", "/v1/cancel?dry_run=true", `{"entity": "order", "key": "42"}`, nil, 400, "dry_run",
+			`unknown query parameter "dry_run" (this route takes none)`, [2]string{}},
+		{"field in capitals", "POST", "/v1/schedule", `{"Entity": "order", "key": "42", "check": "order_unshipped", "in": "3h"}`, nil, 400, "Entity",
+			`unknown field "Entity" (the fields are entity, key, check, at or in, payload and on_conflict, written so: names are case-sensitive)`, [2]string{}},
+		{"field twice", "POST", "/v1/schedule", sched(`, "in": "1h", "in": "2h"`), nil, 400, "in", "in is given twice: give it once", [2]string{}},
+		{"event twice", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": "shipped", "event": "paid"}`, nil,
+			400, "event", "event is given twice", [2]string{}},
 		{"trailing object", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": "shipped"} {"entity": "order"}`, nil,
 			400, "", "the body holds more after its JSON object", [2]string{}},
 		{"trailing garbage", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": "shipped"}x`, nil,
