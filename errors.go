@@ -32,3 +32,8 @@ var ErrNotMigrated = driver.ErrNotMigrated
 // Reschedule (and their …Tx twins) return for a check time that lies, or
 // rounds up to a slot that lies, outside [slots.MinTime, slots.MaxTime).
 var ErrOutOfRange = slots.ErrOutOfRange
+
+// ErrWrongEntity is returned by Schedule for a job whose check the client
+// runs for another entity only (checks.Opts.Entity): the job could only
+// fail.
+var ErrWrongEntity = errors.New("wrong entity for the check")

@@ -132,6 +132,10 @@ func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobSch
 	if err := checks.ValidateName("check", p.Check); err != nil {
 		return nil, err
 	}
+	if ch, ok := c.cfg.Checks.Lookup(p.Check); ok && ch.Opts.Entity != "" && ch.Opts.Entity != p.Entity {
+		return nil, fmt.Errorf("%s/%s/%s: %w: check %s watches entity %s only (checks.Opts.Entity), and could only fail a job of entity %s",
+			p.Entity, p.Key, p.Check, ErrWrongEntity, p.Check, ch.Opts.Entity, p.Entity)
+	}
 	if p.At.IsZero() {
 		return nil, fmt.Errorf("%s/%s/%s: the time to check at is required", p.Entity, p.Key, p.Check)
 	}

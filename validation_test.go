@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -191,5 +192,35 @@ func TestSchedulesThatCronWouldNotKeepAreRefused(t *testing.T) {
 		if err := (prescient.Config{SweepSchedule: spec, PruneSchedule: spec}).WithDefaults().Validate(); err != nil {
 			t.Errorf("schedule %q: %v, want it taken", spec, err)
 		}
+	}
+}
+
+// A check registered for one entity (checks.Opts.Entity, as every declared
+// check is) is not scheduled for another: its job could only fail, and
+// raise no alert (found by an operator's trial: a typo, orders for order,
+// was accepted by the CLI, the HTTP API and the library).
+func TestScheduleRefusesAnotherEntityThanTheChecks(t *testing.T) {
+	h := openSQLite(t)
+	ctx := context.Background()
+	noop := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }
+	c := h.client(newClock("2026-03-10T10:00:00Z"), register(t, "order_late", noop, &checks.Opts{Entity: "order"}), nil)
+	at := ts("2026-03-10T11:00:00Z")
+	_, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "orders", Key: "1", Check: "order_late", At: at})
+	if !errors.Is(err, prescient.ErrWrongEntity) || !strings.Contains(err.Error(), "orders/1/order_late: wrong entity for the check: check order_late watches entity order only") {
+		t.Errorf("schedule order_late for entity orders: %v, want ErrWrongEntity naming both entities", err)
+	}
+	_, err = c.ScheduleMany(ctx, []prescient.ScheduleParams{{Entity: "order", Key: "1", Check: "order_late", At: at}, {Entity: "invoice", Key: "1", Check: "order_late", At: at}})
+	if !errors.Is(err, prescient.ErrWrongEntity) {
+		t.Errorf("schedule many with one of another entity: %v, want ErrWrongEntity", err)
+	}
+	if n := h.count("SELECT * FROM prescient_jobs"); n != 0 {
+		t.Errorf("%d job(s) scheduled, want none", n)
+	}
+	if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "order_late", At: at}); err != nil {
+		t.Errorf("schedule order_late for entity order: %v", err)
+	}
+	reg := &checks.Registry{}
+	if err := reg.Register("c", noop, &checks.Opts{Entity: "bad entity"}); err == nil {
+		t.Error("a check registered for entity \"bad entity\": no error")
 	}
 }

@@ -57,6 +57,10 @@ type Opts struct {
 	// A check that emits with no sinks still records its events, for
 	// readers of the outbox.
 	Sinks []string
+	// Entity, when set, is the one entity the check watches: a client that
+	// runs the check refuses to schedule it for another (its job could
+	// only fail). Empty: any entity.
+	Entity string
 }
 
 // Check is a registered check.
@@ -107,6 +111,11 @@ func (r *Registry) add(c *Check, opts *Opts) error {
 			if !slices.Contains(c.Opts.Sinks, s) {
 				c.Opts.Sinks = append(c.Opts.Sinks, s)
 			}
+		}
+	}
+	if c.Opts.Entity != "" {
+		if err := ValidateName("entity", c.Opts.Entity); err != nil {
+			return fmt.Errorf("register check %q: %w", c.Name, err)
 		}
 	}
 	for _, ev := range c.Opts.Awaits {

@@ -460,3 +460,28 @@ func TestDeclaredStagesFurtherApartThanTheHorizonLoad(t *testing.T) {
 		}
 	}
 }
+
+// A declared check is scheduled for its own entity only: a typo (orders
+// for order) is refused, naming both, rather than a job that could only
+// fail, raising no alert (found by an operator's trial).
+func TestDeclaredCheckRefusesAnotherEntity(t *testing.T) {
+	forDeclaredStores(t, func(t *testing.T, s *declaredStore, due string) {
+		ctx := context.Background()
+		s.exec(orders.Schema)
+		config := writeConfig(t, s.head+"checks:\n  c:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE "+due+
+			"\n    stages: [{after: 1h, event: e}]\n"+logSink)
+		if _, _, err := runAt(t, ctx, time.Now(), s.env, config, "migrate"); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := runAt(t, ctx, time.Now(), s.env, config, "schedule", "orders", "1", "c", "--in", "1h")
+		if err == nil || !strings.Contains(err.Error(), "check c watches entity order only") {
+			t.Errorf("schedule a declared check of entity order for entity orders: %v, want it refused", err)
+		}
+		if got := s.query("SELECT entity FROM prescient_jobs"); len(got) != 0 {
+			t.Errorf("jobs scheduled: %v, want none", got)
+		}
+		if _, _, err := runAt(t, ctx, time.Now(), s.env, config, "schedule", "order", "1", "c", "--in", "1h"); err != nil {
+			t.Errorf("schedule it for entity order: %v", err)
+		}
+	})
+}

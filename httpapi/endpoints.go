@@ -119,6 +119,8 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 	switch {
 	case errors.Is(err, prescient.ErrOutOfRange):
 		return 0, nil, badField(when, clientMessage(err))
+	case errors.Is(err, prescient.ErrWrongEntity):
+		return 0, nil, badField("entity", clientMessage(err))
 	case err != nil:
 		return 0, nil, err
 	case job.Inserted:

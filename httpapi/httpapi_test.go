@@ -102,6 +102,9 @@ func eachStore(t *testing.T, opts *httpapi.Opts, f func(t *testing.T, e *apiEnv)
 			if err := reg.Register("order_unshipped", noop, &checks.Opts{Awaits: []string{"shipped"}}); err != nil {
 				t.Fatal(err)
 			}
+			if err := reg.Register("invoice_unsent", noop, &checks.Opts{Entity: "invoice"}); err != nil {
+				t.Fatal(err)
+			}
 			if err := reg.Register("order_unpaid", noop, &checks.Opts{Awaits: []string{"paid"}}); err != nil {
 				t.Fatal(err)
 			}
@@ -448,6 +451,8 @@ func TestAPIErrors(t *testing.T) {
 		// A misspelt check: its job would wait for a server that never comes.
 		{"unknown check", "POST", "/v1/schedule", `{"entity": "order", "key": "42", "check": "order_unshiped", "in": "3h"}`, nil,
 			400, "check", `no server runs a check named "order_unshiped" (known checks: `, [2]string{}},
+		{"another entity than the check's", "POST", "/v1/schedule", `{"entity": "order", "key": "42", "check": "invoice_unsent", "in": "3h"}`, nil,
+			400, "entity", "order/42/invoice_unsent: wrong entity for the check: check invoice_unsent watches entity invoice only", [2]string{}},
 		{"no time", "POST", "/v1/schedule", sched(``), nil, 400, "at", "say when to check: at (an RFC 3339 time", [2]string{}},
 		{"at and in", "POST", "/v1/schedule", sched(`, "at": "2030-01-01T00:00:00Z", "in": "3h"`), nil, 400, "in", "both say when to check: give only one", [2]string{}},
 		{"at not RFC 3339", "POST", "/v1/schedule", sched(`, "at": "2030-01-01 10:00"`), nil, 400, "at", `at "2030-01-01 10:00" is not an RFC 3339 time`, [2]string{}},

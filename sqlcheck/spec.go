@@ -242,5 +242,6 @@ func (s Spec) Opts() *checks.Opts {
 		Guards:    s.Guards,
 		BatchSize: s.BatchSize,
 		Sinks:     append([]string(nil), s.Sinks...),
+		Entity:    s.Entity,
 	}
 }
