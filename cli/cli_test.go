@@ -295,6 +295,16 @@ func TestJobCommands(t *testing.T) {
 
 	wantContains(t, "resolve", h.mustRun("resolve", "order", "42", "shipped"), "resolved 1 job(s)")
 	wantContains(t, "resolve again", h.mustRun("resolve", "order", "42", "shipped"), "resolved 0 job(s)")
+	// An event no check awaits is most likely misspelt: said on stderr,
+	// not for an event some check awaits (found by an operator's trial).
+	if _, stderr, err := h.runCtx(context.Background(), "resolve", "order", "42", "shipped"); err != nil || stderr != "" {
+		t.Errorf("resolve an awaited event with nothing pending: %v, stderr %q; want no note", err, stderr)
+	}
+	stdout, stderr, err := h.runCtx(context.Background(), "resolve", "order", "42", "shiped")
+	if err != nil || !strings.Contains(stdout, "resolved 0 job(s)") ||
+		!strings.Contains(stderr, `note: no check awaits event "shiped" (the events checks await: `) || !strings.Contains(stderr, "shipped") {
+		t.Errorf("resolve an event no check awaits: %v, stdout %q, stderr %q; want 0 resolved and a note naming the events awaited", err, stdout, stderr)
+	}
 	wantContains(t, "cancel one", h.mustRun("cancel", "order", "43", "order_unshipped"), "cancelled 1 job(s)")
 	wantContains(t, "cancel entity", h.mustRun("cancel", "payout", "7"), "cancelled 1 job(s)")
 	wantContains(t, "cancel missing", h.mustRun("cancel", "order", "99"), "cancelled 0 job(s)")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -277,6 +279,14 @@ events comes from the check catalog, recorded by every server at start-up
 			if err != nil {
 				return err
 			}
+			if n == 0 {
+				// Nothing to settle is no error, but an event no check
+				// awaits is most likely a misspelt one, and the alert it
+				// should have stopped will fire.
+				if note := unawaitedNote(cmd.Context(), s.client.Store().Driver(), o.event); note != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "note: "+note)
+				}
+			}
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), map[string]int{"resolved": n})
 			}
@@ -287,6 +297,28 @@ events comes from the check catalog, recorded by every server at start-up
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
 	e.completeArgs(cmd, argEntity, argNone, argEvent)
 	return cmd
+}
+
+// unawaitedNote says that no check of the catalog awaits event, naming the
+// events they do await; "" when one does, or the catalog cannot be read.
+func unawaitedNote(ctx context.Context, drv driver.Driver, event string) string {
+	entries, err := drv.CatalogList(ctx)
+	if err != nil {
+		return ""
+	}
+	var awaited []string
+	for _, e := range entries {
+		if slices.Contains(e.Awaits, event) {
+			return ""
+		}
+		awaited = append(awaited, e.Awaits...)
+	}
+	slices.Sort(awaited)
+	known := "none"
+	if awaited = slices.Compact(awaited); len(awaited) > 0 {
+		known = strings.Join(awaited, ", ")
+	}
+	return fmt.Sprintf("no check awaits event %q (the events checks await: %s): is the name right?", event, known)
 }
 
 // addMissingCatalog records the catalog entries of this binary's checks that
