@@ -334,8 +334,14 @@ func (d Duration) MarshalYAML() (any, error) {
 	return time.Duration(d).String(), nil
 }
 
-// String returns the duration as Go prints it ("15m0s").
-func (d Duration) String() string { return time.Duration(d).String() }
+// String returns the duration as Go prints it ("15m0s"), and -1 as it is
+// written (not "-1ns").
+func (d Duration) String() string {
+	if d == -1 {
+		return "-1"
+	}
+	return time.Duration(d).String()
+}
 
 func parseDuration(n *yaml.Node) (Duration, error) {
 	if n.Kind != yaml.ScalarNode {

@@ -145,7 +145,13 @@ func (c *Config) validateSinks(bad func(key string, err error)) {
 		if set("backoff_max") && s.BackoffMax < durationMin {
 			bad(key("backoff_max"), fmt.Errorf("must be at least %s (such as 1h), got %s", time.Duration(durationMin), s.BackoffMax))
 		} else if o := c.sinkOptions(name); o.Backoff.Max < o.Backoff.Initial && o.Backoff.Initial >= time.Duration(durationMin) {
-			bad(key("backoff_max"), fmt.Errorf("%s is less than backoff_initial, %s", o.Backoff.Max, o.Backoff.Initial))
+			if set("backoff_max") {
+				bad(key("backoff_max"), fmt.Errorf("%s is less than backoff_initial, %s", o.Backoff.Max, o.Backoff.Initial))
+			} else {
+				// The key written is the one to name.
+				bad(key("backoff_initial"), fmt.Errorf("%s is more than backoff_max, %s (its default): set backoff_max to at least %s",
+					o.Backoff.Initial, o.Backoff.Max, o.Backoff.Initial))
+			}
 		}
 	}
 }

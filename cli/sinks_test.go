@@ -83,6 +83,11 @@ func TestSinksConfigErrors(t *testing.T) {
 		{"zero attempts", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: S\n    max_attempts: 0\n", []string{":6: sinks.ops.max_attempts: must be at least 1"}},
 		{"backoff max under initial", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: S\n    backoff_initial: 1m\n    backoff_max: 10s\n",
 			[]string{":7: sinks.ops.backoff_max: 10s is less than backoff_initial, 1m0s"}},
+		// The key written is named, at its line (found by an operator's
+		// trial: backoff_max, which the file did not have, at no line).
+		{"backoff initial over the default max", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: S\n    backoff_initial: 2h\n",
+			[]string{":6: sinks.ops.backoff_initial: 2h0m0s is more than backoff_max, 1h0m0s (its default): set backoff_max to at least 2h0m0s"}},
+		{"timeout -1", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: S\n    timeout: -1\n", []string{":6: sinks.ops.timeout: must be at least 1ms (such as 10s), got -1"}},
 		{"bad sink name", "sinks:\n  'o ps':\n    type: log\n", []string{":2: sinks.o ps: invalid sink name"}},
 	}
 	for _, tt := range tests {
@@ -140,7 +145,7 @@ func TestStartDeliveryRefuses(t *testing.T) {
 		t.Fatal("started with a check naming an unknown sink and an empty secret")
 	}
 	for _, want := range []string{
-		path + ":5: sinks.ops.secret_env: HOOK_SECRET is not set (or is empty)",
+		path + ":5: sinks.ops.secret_env: HOOK_SECRET is not set (or is empty, or only white space)",
 		path + ":1: sinks: check order_unshipped delivers its events to sink \"pager\", which is not configured (configured: console, ops)",
 	} {
 		if !strings.Contains(err.Error(), want) {
