@@ -549,3 +549,17 @@ func TestRunSaysWhatWaitingMayNotFix(t *testing.T) {
 		})
 	}
 }
+
+// On a grid finer than a second, the commands print a slot with its
+// fraction: cut to the second, it named a slot that does not exist (found by
+// an operator's trial: 06:05:47Z for the slot 06:05:47.750Z).
+func TestSubSecondSlotsPrintedWhole(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "slots:\n  resolution: 250ms\n  cycle: 0s\n")
+	h.mustRun("migrate")
+	out := h.mustRun("schedule", "order", "1", "order_unshipped", "--at", "2030-01-01T10:00:01.6Z")
+	wantContains(t, "schedule", out, "next check in slot 2030-01-01T10:00:01.75Z", "first check 2030-01-01T10:00:01.75Z")
+	wantContains(t, "jobs list", h.mustRun("jobs", "list"), "2030-01-01T10:00:01.75Z")
+	out = h.mustRun("schedule", "order", "2", "order_unshipped", "--at", "2030-01-01T10:00:01Z")
+	wantContains(t, "schedule on a whole second", out, "next check in slot 2030-01-01T10:00:01Z")
+}

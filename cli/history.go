@@ -205,3 +205,13 @@ func fmtTime(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// fmtSlot is fmtTime for a slot (or a check time, which is one): to the
+// second on a grid of whole seconds, and with the fraction on a finer one,
+// whose slots a second holds several of.
+func fmtSlot(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

@@ -164,9 +164,9 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 		did = "already pending, replaced"
 	}
 	fmt.Fprintf(out, "%s/%s %s: %s; next check in slot %s (position %d, %s); first check %s, %d check(s) so far\n",
-		job.Entity, job.Key, job.Check, did, job.NextCheckAt.UTC().Format(time.RFC3339),
+		job.Entity, job.Key, job.Check, did, fmtSlot(job.NextCheckAt),
 		g.Position(job.NextCheckAt), positionLabel(g, g.Position(job.NextCheckAt)),
-		job.FirstCheckAt.UTC().Format(time.RFC3339), job.CheckCount)
+		fmtSlot(job.FirstCheckAt), job.CheckCount)
 	return nil
 }
 

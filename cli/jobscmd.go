@@ -199,8 +199,8 @@ func listJobs(ctx context.Context, out io.Writer, c *prescient.Client, o *jobsLi
 			msg = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n",
-			fmtTime(j.NextCheckAt), dueText(j.NextCheckAt, now, current), j.Entity, safeText(j.Key), j.Check,
-			j.CheckCount, j.FailureCount, fmtTime(j.FirstCheckAt), j.ID, msg)
+			fmtSlot(j.NextCheckAt), dueText(j.NextCheckAt, now, current), j.Entity, safeText(j.Key), j.Check,
+			j.CheckCount, j.FailureCount, fmtSlot(j.FirstCheckAt), j.ID, msg)
 	}
 	tw.Flush()
 	if wasCut {
@@ -373,12 +373,12 @@ func writeJob(out io.Writer, g slots.Grid, now time.Time, j *prescient.Job) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "  %s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	p := g.Position(j.NextCheckAt)
-	row("next check", "%s (position %d, %s; %s)", fmtTime(j.NextCheckAt), p, positionLabel(g, p), dueText(j.NextCheckAt, now, g.Floor(now)))
-	row("first check", "%s", fmtTime(j.FirstCheckAt))
+	row("next check", "%s (position %d, %s; %s)", fmtSlot(j.NextCheckAt), p, positionLabel(g, p), dueText(j.NextCheckAt, now, g.Floor(now)))
+	row("first check", "%s", fmtSlot(j.FirstCheckAt))
 	if j.LastCheckAt.IsZero() {
 		row("last check", "- (no check has run to a result yet)")
 	} else {
-		row("last check", "%s", fmtTime(j.LastCheckAt))
+		row("last check", "%s", fmtSlot(j.LastCheckAt))
 	}
 	row("checks", "%d run, %d failure(s) in a row", j.CheckCount, j.FailureCount)
 	if j.LastError == "" {

@@ -168,7 +168,7 @@ func (s *sweepProgress) CheckFinished(ev prescient.CheckEvent) {
 func (s *sweepProgress) SlotFired(ev prescient.SlotEvent) {
 	s.mu.Lock()
 	s.slots++
-	s.lastSlotText = fmtTime(ev.Slot)
+	s.lastSlotText = fmtSlot(ev.Slot)
 	text := s.textLocked()
 	s.mu.Unlock()
 	s.p.set("%s", text)

@@ -84,7 +84,7 @@ func reschedule(ctx context.Context, out io.Writer, c *prescient.Client, o *resc
 		return writeJSON(out, scheduledJob{Job: job, Position: p})
 	}
 	fmt.Fprintf(out, "%s/%s %s: next check moved to slot %s (position %d, %s); first check %s, %d check(s) so far\n",
-		job.Entity, safeText(job.Key), job.Check, fmtTime(job.NextCheckAt), p, positionLabel(g, p),
-		fmtTime(job.FirstCheckAt), job.CheckCount)
+		job.Entity, safeText(job.Key), job.Check, fmtSlot(job.NextCheckAt), p, positionLabel(g, p),
+		fmtSlot(job.FirstCheckAt), job.CheckCount)
 	return nil
 }

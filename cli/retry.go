@@ -186,7 +186,7 @@ func writeRetried(out io.Writer, rs []*prescient.RetriedJob, scheduled bool) {
 		}
 		if scheduled && r.Job != nil {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Failed.Entity, safeText(r.Failed.Key), r.Failed.Check,
-				fmtTime(r.Failed.FinishedAt), fmtTime(r.Job.NextCheckAt), msg)
+				fmtTime(r.Failed.FinishedAt), fmtSlot(r.Job.NextCheckAt), msg)
 			continue
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Failed.Entity, safeText(r.Failed.Key), r.Failed.Check, fmtTime(r.Failed.FinishedAt), msg)

@@ -83,7 +83,7 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 // writeStatus prints st for people.
 func writeStatus(out io.Writer, st *prescient.Status) {
 	j := st.Jobs
-	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtTime(st.Current), st.Grid)
+	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtSlot(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
 	if j.Overdue > 0 {
 		// Slots fired past their end: their jobs are overdue and being
@@ -91,7 +91,7 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 		var firing []string
 		for _, r := range st.Recent {
 			if r.State == prescient.SlotRunning && r.Slot.Before(st.Current) {
-				firing = append(firing, fmtTime(r.Slot)+" by "+r.Server)
+				firing = append(firing, fmtSlot(r.Slot)+" by "+r.Server)
 			}
 		}
 		advice := "the servers' next sweep takes them (`prescient sweep` now), but jobs of a check no server runs wait for one that does"
@@ -101,7 +101,7 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 		// Truncated, as the times printed are: "oldest due 10:00:00 (3s
 		// ago)" under "now 10:00:03".
 		fmt.Fprintf(out, "overdue: %d, oldest due %s (%s ago); %s\n",
-			j.Overdue, fmtTime(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Truncate(time.Second), advice)
+			j.Overdue, fmtSlot(j.OldestOverdue), st.Now.Sub(j.OldestOverdue).Truncate(time.Second), advice)
 	} else {
 		fmt.Fprintln(out, "overdue: 0")
 	}
@@ -117,7 +117,7 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 			if l.Slot.After(st.Now) {
 				in = l.Slot.Sub(st.Now).Round(time.Second).String()
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtTime(l.Slot), in, l.Jobs)
+			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtSlot(l.Slot), in, l.Jobs)
 		}
 		tw.Flush()
 	}
@@ -154,7 +154,7 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 				state = "done in " + r.Took.Round(time.Millisecond).String()
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
-				fmtTime(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
+				fmtSlot(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
 				r.Checked, r.Rescheduled, r.Failures, r.Unknown, outcomeCounts(r.Outcomes, "-"))
 		}
 		tw.Flush()
