@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -109,8 +110,29 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 			jobs.ServeHTTP(w, r)
 			return
 		}
+		if escaped := r.URL.EscapedPath(); cleanPath(escaped) != escaped {
+			// The mux would answer with a redirect in HTML (and a POST's
+			// client would not follow it with its body): every answer is
+			// JSON, and a route is written one way.
+			writeError(w, &apiError{Status: http.StatusNotFound,
+				Message: fmt.Sprintf("no route %s %s: write the path as %s (the routes are %s)", clip(r.Method), clip(escaped), clip(cleanPath(escaped)), routes)})
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}))
+}
+
+// cleanPath is p as the mux routes it: no empty, "." or ".." segment, and
+// a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // Unavailable returns a handler that stands in for the API while its
