@@ -468,7 +468,7 @@ func (c *Client) SyncCatalog(ctx context.Context) error {
 	all := c.cfg.Checks.All()
 	entries := make([]driver.CatalogEntry, len(all))
 	for i, ch := range all {
-		entries[i] = driver.CatalogEntry{Check: ch.Name, Awaits: ch.Opts.Awaits}
+		entries[i] = driver.CatalogEntry{Check: ch.Name, Awaits: ch.Opts.Awaits, Entity: ch.Opts.Entity}
 	}
 	if len(entries) == 0 {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -472,6 +473,11 @@ func TestDeclaredCheckRefusesAnotherEntity(t *testing.T) {
 			"\n    stages: [{after: 1h, event: e}]\n"+logSink)
 		if _, _, err := runAt(t, ctx, time.Now(), s.env, config, "migrate"); err != nil {
 			t.Fatal(err)
+		}
+		// The catalog says so, for prescient_schedule in SQL (see the
+		// postgres package's TestSQLScheduleRefusesAnotherEntityThanTheChecks).
+		if got := s.query("SELECT entity FROM prescient_catalog WHERE check_name = 'c'"); !slices.Equal(got, []string{"order"}) {
+			t.Errorf("catalog entity of c: %v, want order", got)
 		}
 		_, _, err := runAt(t, ctx, time.Now(), s.env, config, "schedule", "orders", "1", "c", "--in", "1h")
 		if err == nil || !strings.Contains(err.Error(), "check c watches entity order only") {

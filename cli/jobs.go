@@ -337,7 +337,7 @@ func addMissingCatalog(ctx context.Context, st driver.Driver, reg *checks.Regist
 	var missing []driver.CatalogEntry
 	for _, c := range reg.All() {
 		if !known[c.Name] {
-			missing = append(missing, driver.CatalogEntry{Check: c.Name, Awaits: c.Opts.Awaits})
+			missing = append(missing, driver.CatalogEntry{Check: c.Name, Awaits: c.Opts.Awaits, Entity: c.Opts.Entity})
 		}
 	}
 	if len(missing) == 0 {

@@ -29,10 +29,12 @@ var (
 	ErrLockTimeout = errors.New("prescient: jobs still held by another transaction")
 )
 
-// CatalogEntry says which events settle a check.
+// CatalogEntry says which events settle a check, and which entity it
+// watches when it watches one only (checks.Opts.Entity; "" for any).
 type CatalogEntry struct {
 	Check  string
 	Awaits []string
+	Entity string
 }
 
 // ConflictRule says what scheduling does when the job (entity, key, check)

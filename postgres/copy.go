@@ -25,13 +25,13 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 
 // CatalogList reads prescient_catalog, sorted by check name (byte order).
 func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name COLLATE "C"`)
+	rows, err := s.pool.Query(ctx, `SELECT check_name, awaits, entity FROM prescient_catalog ORDER BY check_name COLLATE "C"`)
 	if err != nil {
 		return nil, fmt.Errorf("list catalog: %w", interpretError(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (driver.CatalogEntry, error) {
 		var e driver.CatalogEntry
-		err := row.Scan(&e.Check, &e.Awaits)
+		err := row.Scan(&e.Check, &e.Awaits, &e.Entity)
 		return e, err
 	})
 	if err != nil {

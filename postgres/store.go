@@ -455,9 +455,9 @@ func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) 
 			awaits = []string{}
 		}
 		b.Queue(`
-			INSERT INTO prescient_catalog (check_name, awaits, updated_at) VALUES ($1, $2, now())
-			ON CONFLICT (check_name) DO UPDATE SET awaits = excluded.awaits, updated_at = excluded.updated_at`,
-			e.Check, awaits)
+			INSERT INTO prescient_catalog (check_name, awaits, entity, updated_at) VALUES ($1, $2, $3, now())
+			ON CONFLICT (check_name) DO UPDATE SET awaits = excluded.awaits, entity = excluded.entity, updated_at = excluded.updated_at`,
+			e.Check, awaits, e.Entity)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -192,5 +193,34 @@ func TestSQLScheduleRefusesDeepPayloads(t *testing.T) {
 	var n int
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM prescient_jobs`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d jobs stored, %v; want none", n, err)
+	}
+}
+
+// prescient_schedule refuses a job of another entity for a check the
+// catalog records as watching one entity only (every declared check): it
+// could only fail, and raise no alert (found by an operator's trial: a
+// typo, orders for order, was taken). A check recorded without an entity,
+// or not recorded, takes any.
+func TestSQLScheduleRefusesAnotherEntityThanTheChecks(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := t.Context()
+	if err := s.GridSave(ctx, slots.Grid{Resolution: time.Minute}); err != nil {
+		t.Fatalf("save grid: %v", err)
+	}
+	if err := s.CatalogSave(ctx, []driver.CatalogEntry{{Check: "order_late", Entity: "order"}, {Check: "any_entity"}}); err != nil {
+		t.Fatal(err)
+	}
+	const sql = `SELECT prescient_schedule($1, '1', $2, '2031-03-04T05:00:00Z')`
+	_, err := s.Pool().Exec(ctx, sql, "orders", "order_late")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" ||
+		pgErr.Message != "prescient_schedule: check order_late watches entity order only: a job of entity orders could only fail" {
+		t.Errorf("schedule order_late for entity orders: %v, want SQLSTATE 22023 naming both entities", err)
+	}
+	for _, c := range [][2]string{{"order", "order_late"}, {"invoice", "any_entity"}, {"invoice", "not_in_the_catalog"}} {
+		if _, err := s.Pool().Exec(ctx, sql, c[0], c[1]); err != nil {
+			t.Errorf("schedule %s for entity %s: %v", c[1], c[0], err)
+		}
 	}
 }

@@ -24,7 +24,7 @@ func (s *Store) GridGet(ctx context.Context) (slots.Grid, error) {
 
 // CatalogList reads prescient_catalog, sorted by check name (byte order).
 func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT check_name, awaits FROM prescient_catalog ORDER BY check_name`)
+	rows, err := s.db.QueryContext(ctx, `SELECT check_name, awaits, entity FROM prescient_catalog ORDER BY check_name`)
 	if err != nil {
 		return nil, fmt.Errorf("list catalog: %w", interpretError(err))
 	}
@@ -35,7 +35,7 @@ func (s *Store) CatalogList(ctx context.Context) ([]driver.CatalogEntry, error) 
 			e      driver.CatalogEntry
 			awaits string
 		)
-		if err := rows.Scan(&e.Check, &awaits); err != nil {
+		if err := rows.Scan(&e.Check, &awaits, &e.Entity); err != nil {
 			return nil, fmt.Errorf("list catalog: %w", interpretError(err))
 		}
 		if err := json.Unmarshal([]byte(awaits), &e.Awaits); err != nil {

@@ -351,9 +351,9 @@ func (s *Store) CatalogSave(ctx context.Context, entries []driver.CatalogEntry) 
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO prescient_catalog (check_name, awaits, updated_at) VALUES ($1, $2, $3)
-				ON CONFLICT (check_name) DO UPDATE SET awaits = excluded.awaits, updated_at = excluded.updated_at`,
-				e.Check, string(b), now); err != nil {
+				INSERT INTO prescient_catalog (check_name, awaits, entity, updated_at) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (check_name) DO UPDATE SET awaits = excluded.awaits, entity = excluded.entity, updated_at = excluded.updated_at`,
+				e.Check, string(b), e.Entity, now); err != nil {
 				return err
 			}
 		}

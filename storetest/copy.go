@@ -157,7 +157,7 @@ func testCopyGridAndCatalog(t *testing.T, h *Harness) {
 		t.Errorf("empty catalog: %v, %v; want no entries", cat, err)
 	}
 	if err := h.Store.CatalogSave(ctx, []driver.CatalogEntry{
-		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}},
+		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}, Entity: "order"},
 		{Check: "a_plain_check"},
 		{Check: "Payout", Awaits: []string{"paid"}},
 	}); err != nil {
@@ -170,16 +170,23 @@ func testCopyGridAndCatalog(t *testing.T, h *Harness) {
 	wantCat := []driver.CatalogEntry{
 		{Check: "Payout", Awaits: []string{"paid"}},
 		{Check: "a_plain_check"},
-		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}},
+		{Check: "order_unshipped", Awaits: []string{"shipped", "cancelled"}, Entity: "order"},
 	}
 	if len(cat) != len(wantCat) {
 		t.Fatalf("catalog: %+v, want %+v", cat, wantCat)
 	}
 	for i := range cat {
-		if cat[i].Check != wantCat[i].Check || len(cat[i].Awaits) != len(wantCat[i].Awaits) ||
+		if cat[i].Check != wantCat[i].Check || cat[i].Entity != wantCat[i].Entity || len(cat[i].Awaits) != len(wantCat[i].Awaits) ||
 			(len(wantCat[i].Awaits) > 0 && !reflect.DeepEqual(cat[i].Awaits, wantCat[i].Awaits)) {
 			t.Errorf("catalog[%d]: %+v, want %+v", i, cat[i], wantCat[i])
 		}
+	}
+	// Saved again, an entry's entity is the new one's.
+	if err := h.Store.CatalogSave(ctx, []driver.CatalogEntry{{Check: "order_unshipped", Awaits: []string{"shipped"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if cat, err := h.Store.CatalogList(ctx); err != nil || len(cat) != 3 || cat[2].Entity != "" {
+		t.Errorf("catalog saved again without an entity: %+v, %v; want order_unshipped's entity empty", cat, err)
 	}
 }
 
