@@ -30,7 +30,8 @@ func (e *env) checksCommand() *cobra.Command {
 		Long: `checks lists every check a server started with this binary and configuration
 runs: the Go checks built into the binary (kind go, or go batch for a batch
 check) and the checks the configuration's checks section declares in SQL
-(kind sql), each with the entity it watches (sql), the events it awaits
+(kind sql), each with the entity it watches (sql, or a Go check that sets
+checks.Opts.Entity; - for any), the events it awaits
 (what resolve settles it with), the sinks its events go to, its batch size
 (jobs per call, for batch checks) and its guards as they apply to it: its
 own where it sets them, the server's otherwise. Each sql check is then shown
@@ -92,7 +93,8 @@ type checkInfo struct {
 	Name string `json:"name"`
 	// Kind is go, go batch or sql.
 	Kind string `json:"kind"`
-	// Entity is the entity a sql check watches.
+	// Entity is the entity a sql check watches, or a Go check that sets
+	// checks.Opts.Entity; empty for any.
 	Entity string   `json:"entity,omitempty"`
 	Awaits []string `json:"awaits"`
 	Sinks  []string `json:"sinks"`
@@ -133,7 +135,7 @@ func (e *env) checkList(cfg *Config) []checkInfo {
 	server := cfg.clientConfig()
 	var out []checkInfo
 	for _, c := range goChecks.All() {
-		info := checkInfo{Name: c.Name, Kind: "go", Awaits: nonNil(c.Opts.Awaits), Sinks: nonNil(c.Opts.Sinks),
+		info := checkInfo{Name: c.Name, Kind: "go", Entity: c.Opts.Entity, Awaits: nonNil(c.Opts.Awaits), Sinks: nonNil(c.Opts.Sinks),
 			Guards: guardsOf(server.Guards, c.Opts.Guards)}
 		if c.Batch != nil {
 			info.Kind = "go batch"
