@@ -1,12 +1,14 @@
 package sqlcheck_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/sqlcheck"
 )
@@ -226,7 +228,14 @@ func TestBadResults(t *testing.T) {
 		}
 		e.schedule("anchored", "N", slot)
 		e.schedule("anchored", "K", slot)
-		if _, err := e.client.Schedule(e.ctx, prescient.ScheduleParams{Entity: "customer", Key: "K", Check: "anchored", At: slot}); err != nil {
+		// A job of another entity than the check's: the client refuses to
+		// schedule one (ErrWrongEntity), but one may be there from before
+		// the check was declared, scheduled for another check of that name.
+		if _, err := e.client.Schedule(e.ctx, prescient.ScheduleParams{Entity: "customer", Key: "K", Check: "anchored", At: slot}); !errors.Is(err, prescient.ErrWrongEntity) {
+			t.Fatalf("schedule anchored for a customer: %v, want ErrWrongEntity", err)
+		}
+		if _, err := e.client.Store().Driver().JobSchedule(e.ctx, nil, []*driver.JobScheduleParams{{Entity: "customer", Key: "K", Check: "anchored",
+			At: slot, OnConflict: driver.ConflictReplace, Now: epoch}}); err != nil {
 			t.Fatal(err)
 		}
 
