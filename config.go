@@ -264,17 +264,22 @@ func (c Config) WithDefaults() Config {
 // the prune: one cron does not read, an @every of less than a second (cron
 // runs it every second whatever it says: 0s, -5s, 100ms), or a spec that
 // never comes (the 30th of February).
-func validateSchedule(spec string) error {
+func validateSchedule(spec string, now time.Time) error {
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
 		return fmt.Errorf("%w (write a cron spec of five fields, such as \"*/15 * * * *\", or \"@every 5s\")", err)
 	}
-	if every, ok := strings.CutPrefix(spec, "@every "); ok {
+	// As cron reads it: after a time zone (TZ=… or CRON_TZ=…), if any.
+	rest := strings.TrimSpace(spec)
+	if strings.HasPrefix(rest, "TZ=") || strings.HasPrefix(rest, "CRON_TZ=") {
+		_, rest, _ = strings.Cut(rest, " ")
+	}
+	if every, ok := strings.CutPrefix(strings.TrimSpace(rest), "@every "); ok {
 		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d < time.Second {
 			return fmt.Errorf("runs every %s: an @every must be at least 1s (such as \"@every 1m\")", d)
 		}
 	}
-	if sched.Next(time.Now()).IsZero() {
+	if sched.Next(now).IsZero() {
 		return errors.New("never comes: no time in the next five years matches it")
 	}
 	return nil
@@ -320,11 +325,15 @@ func (c Config) Validate() error {
 	if _, err := ParseSweepMode(string(c.SweepMode)); err != nil {
 		errs = append(errs, fmt.Errorf("config: sweep mode: %w", err))
 	}
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
 	for _, s := range []struct{ name, spec string }{{"sweep schedule", c.SweepSchedule}, {"prune schedule", c.PruneSchedule}} {
 		if s.spec == "-" {
 			continue
 		}
-		if err := validateSchedule(s.spec); err != nil {
+		if err := validateSchedule(s.spec, now()); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s %q: %w", s.name, s.spec, err))
 		}
 	}

@@ -133,7 +133,7 @@ func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobSch
 		return nil, err
 	}
 	if ch, ok := c.cfg.Checks.Lookup(p.Check); ok && ch.Opts.Entity != "" && ch.Opts.Entity != p.Entity {
-		return nil, fmt.Errorf("%s/%s/%s: %w: check %s watches entity %s only (checks.Opts.Entity), and could only fail a job of entity %s",
+		return nil, fmt.Errorf("%s/%s/%s: %w: check %s watches entity %s only, and could only fail a job of entity %s",
 			p.Entity, p.Key, p.Check, ErrWrongEntity, p.Check, ch.Opts.Entity, p.Entity)
 	}
 	if p.At.IsZero() {

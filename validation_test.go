@@ -177,10 +177,12 @@ func TestSweepScheduleErrorSaysTheFormat(t *testing.T) {
 // (found by an operator's trial).
 func TestSchedulesThatCronWouldNotKeepAreRefused(t *testing.T) {
 	for spec, want := range map[string]string{
-		"@every 0s":    "an @every must be at least 1s",
-		"@every -5s":   "runs every -5s",
-		"@every 100ms": "runs every 100ms",
-		"0 0 30 2 *":   "never comes",
+		"@every 0s":                      "an @every must be at least 1s",
+		"@every -5s":                     "runs every -5s",
+		"@every 100ms":                   "runs every 100ms",
+		"TZ=UTC @every 100ms":            "runs every 100ms",
+		"CRON_TZ=Europe/Paris @every 0s": "an @every must be at least 1s",
+		"0 0 30 2 *":                     "never comes",
 	} {
 		for _, cfg := range []prescient.Config{{SweepSchedule: spec}, {PruneSchedule: spec}} {
 			if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {

@@ -160,10 +160,11 @@ type DatabaseConfig struct {
 	MaxConns int32 `yaml:"max_conns"`
 	// BusyTimeout is how long an SQLite write waits for the database's write
 	// lock, which a group of checks holds while it runs, before it fails with
-	// "database is locked". Set in the file, it must exceed guards.runtime +
+	// "database is locked". Set in the file, it must exceed the longest
+	// runtime guard (guards.runtime, or a declared check's own) +
 	// group_duration (how long a group may hold the lock). Left out, it is
-	// the larger of BusyTimeoutDefault and guards.runtime + group_duration +
-	// busyTimeoutMargin, so that raising the runtime guard raises it too.
+	// the larger of BusyTimeoutDefault and that + busyTimeoutMargin, so that
+	// raising a runtime guard raises it too.
 	// PostgreSQL ignores it.
 	BusyTimeout Duration `yaml:"busy_timeout"`
 	// StartupTimeout is how long `prescient run` keeps retrying to reach the

@@ -52,8 +52,14 @@ func (e *env) startDelivery(ctx context.Context, cfg *Config, log *slog.Logger) 
 		// read from a file (a Kubernetes secret) ends with a line break
 		// the receiver's copy does not have, and every signature would
 		// fail to verify.
-		v, _ := e.opts.lookupEnv(s.SecretEnv)
-		v = strings.TrimSpace(v)
+		raw, _ := e.opts.lookupEnv(s.SecretEnv)
+		v := strings.TrimSpace(raw)
+		if v != raw && v != "" {
+			// A receiver that verifies with the value as it was would
+			// refuse every request: said once, at start-up.
+			log.Warn("webhook secret: the white space around the value of "+s.SecretEnv+" is not part of the secret the requests are signed with",
+				"sink", name, "dropped_bytes", len(raw)-len(v))
+		}
 		if v == "" {
 			errs = append(errs, cfg.sinkError("sinks."+name+".secret_env", fmt.Errorf("%s is not set (or is empty, or only white space): it holds the secret "+
 				"the sink signs its requests with; set it in the server's environment", s.SecretEnv)))

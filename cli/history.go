@@ -191,7 +191,7 @@ func writeHistoryRecords(out io.Writer, recs []*history.Record, full bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
 			fmtTime(r.FinishedAt), r.Entity, safeText(r.Key), r.Check, r.Outcome, r.CheckCount, r.FailureCount,
-			fmtTime(r.FirstCheckAt), fmtTime(r.LastCheckAt), safeText(r.FinishedBy), msg)
+			fmtSlot(r.FirstCheckAt), fmtSlot(r.LastCheckAt), safeText(r.FinishedBy), msg)
 	}
 	tw.Flush()
 	if wasCut {
@@ -199,19 +199,16 @@ func writeHistoryRecords(out io.Writer, recs []*history.Record, full bool) {
 	}
 }
 
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
+func fmtTime(t time.Time) string { return fmtAt(t, time.RFC3339) }
 
 // fmtSlot is fmtTime for a slot (or a check time, which is one): to the
 // second on a grid of whole seconds, and with the fraction on a finer one,
 // whose slots a second holds several of.
-func fmtSlot(t time.Time) string {
+func fmtSlot(t time.Time) string { return fmtAt(t, time.RFC3339Nano) }
+
+func fmtAt(t time.Time, layout string) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format(layout)
 }

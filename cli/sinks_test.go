@@ -309,12 +309,19 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 	}
 	e = &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s3cret-value\n"})}).withDefaults()}
 	ctx, cancel := context.WithCancel(context.Background())
-	stop, err := e.startDelivery(ctx, cfg, log)
+	var logs strings.Builder
+	stop, err := e.startDelivery(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	defer stop()
 	defer cancel()
+	// Said at start-up, for a receiver that verifies with the value as it
+	// was.
+	if !strings.Contains(logs.String(), "level=WARN msg=\"webhook secret: the white space around the value of HOOK_SECRET is not part") ||
+		!strings.Contains(logs.String(), "dropped_bytes=1") {
+		t.Errorf("start-up log: %q, want a warning that the white space was dropped", logs.String())
+	}
 	select {
 	case err := <-got:
 		if err != nil {

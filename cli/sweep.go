@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -104,7 +103,7 @@ document for scripts ({"mode", "slots", "jobs", "to"}).`,
 // 40 job(s)".
 func sweepText(res *prescient.SweepResult) string {
 	if res.Mode == prescient.SweepReslot {
-		return fmt.Sprintf("(reslot): moved %d overdue job(s) to slot %s", res.Jobs, res.To.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("(reslot): moved %d overdue job(s) to slot %s", res.Jobs, fmtSlot(res.To))
 	}
 	return fmt.Sprintf("(run): fired %d overdue slot(s), checked %d job(s)", res.Slots, res.Jobs)
 }

@@ -114,8 +114,13 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 			// The mux would answer with a redirect in HTML (and a POST's
 			// client would not follow it with its body): every answer is
 			// JSON, and a route is written one way.
+			how := "write the path as " + clip(cleanPath(escaped))
+			if strings.HasPrefix(escaped, "/v1/jobs/") {
+				// Cleaned, the path would name another job.
+				how = "percent-encode the entity and the key (a key holding '/' as %2F: url.PathEscape, jq's @uri)"
+			}
 			writeError(w, &apiError{Status: http.StatusNotFound,
-				Message: fmt.Sprintf("no route %s %s: write the path as %s (the routes are %s)", clip(r.Method), clip(escaped), clip(cleanPath(escaped)), routes)})
+				Message: fmt.Sprintf("no route %s %s: %s (the routes are %s)", clip(r.Method), clip(escaped), how, routes)})
 			return
 		}
 		mux.ServeHTTP(w, r)
