@@ -130,6 +130,9 @@ type Config struct {
 	lines map[string]int // key path -> line in file
 	// env names the environment variable that overrode a key, per key path.
 	env map[string]string
+	// goRuntime is the longest runtime guard a Go check of the binary sets
+	// of its own (checks.Opts.Guards), which the file does not say.
+	goRuntime time.Duration
 }
 
 // HTTPConfig is the `http` section.
@@ -1445,15 +1448,19 @@ func (c *Config) busyTimeout() time.Duration {
 	return max(time.Duration(c.Database.BusyTimeout), runtime+time.Duration(c.GroupDuration)+busyTimeoutMargin)
 }
 
-// runtimeGuard returns the longest runtime guard of the configuration, the
-// server's (guards.runtime) or a declared check's own, and its key: a group
-// of checks holds SQLite's write lock for up to that long.
+// runtimeGuard returns the longest runtime guard, the server's
+// (guards.runtime), a declared check's own or a Go check's of the binary,
+// and its key (or what it is): a group of checks holds SQLite's write lock
+// for up to that long.
 func (c *Config) runtimeGuard() (time.Duration, string) {
 	runtime, key := time.Duration(c.Guards.Runtime), "guards.runtime"
 	for _, name := range slices.Sorted(maps.Keys(c.Checks)) {
 		if r := time.Duration(c.Checks[name].Guards.Runtime); r > runtime {
 			runtime, key = r, "checks."+name+".guards.runtime"
 		}
+	}
+	if c.goRuntime > runtime {
+		runtime, key = c.goRuntime, "the runtime guard a Go check of this binary sets"
 	}
 	return runtime, key
 }

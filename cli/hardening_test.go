@@ -16,6 +16,7 @@ import (
 
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/example/orders"
+	"github.com/prescient-dev/prescient/guards"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/sqlite"
@@ -562,4 +563,28 @@ func TestSubSecondSlotsPrintedWhole(t *testing.T) {
 	wantContains(t, "jobs list", h.mustRun("jobs", "list"), "2030-01-01T10:00:01.75Z")
 	out = h.mustRun("schedule", "order", "2", "order_unshipped", "--at", "2030-01-01T10:00:01Z")
 	wantContains(t, "schedule on a whole second", out, "next check in slot 2030-01-01T10:00:01Z")
+}
+
+// A Go check of the binary with a runtime guard of its own, longer than the
+// server's, holds SQLite's write lock that long too: busy_timeout follows
+// it, and one set shorter is refused (found by a review).
+func TestBusyTimeoutFollowsAGoChecksRuntimeGuard(t *testing.T) {
+	t.Parallel()
+	reg := &checks.Registry{}
+	noop := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }
+	if err := reg.Register("slow_go", noop, &checks.Opts{Guards: guards.Limits{Runtime: 2 * time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{configPath: writeConfig(t, "guards:\n  runtime: 1s\n"), opts: (&Opts{Checks: reg, lookupEnv: noEnv}).withDefaults()}
+	cfg, err := e.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.busyTimeout(), 2*time.Minute+time.Second+15*time.Second; got != want {
+		t.Errorf("busy timeout %s, want %s", got, want)
+	}
+	e.configPath = writeConfig(t, "guards:\n  runtime: 1s\ndatabase:\n  busy_timeout: 1m\n")
+	if _, err := e.config(); err == nil || !strings.Contains(err.Error(), "database.busy_timeout: 1m0s is not more than the runtime guard a Go check of this binary sets + group_duration, 2m1s") {
+		t.Errorf("busy_timeout 1m beside a Go check's 2m guard: %v, want it refused", err)
+	}
 }

@@ -156,6 +156,9 @@ func (e *env) config() (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if e.opts.Checks != nil {
+		cfg.goRuntime = e.opts.Checks.MaxRuntime()
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
