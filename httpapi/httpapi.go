@@ -220,8 +220,13 @@ type endpoint func(ctx context.Context, r *http.Request) (int, any, error)
 // writes what e returns.
 func (a *api) route(method string, e endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != method {
-			w.Header().Set("Allow", method)
+		// HEAD is GET without the body (net/http drops what is written).
+		if head := r.Method == http.MethodHead && method == http.MethodGet; r.Method != method && !head {
+			if method == http.MethodGet {
+				w.Header().Set("Allow", "GET, HEAD")
+			} else {
+				w.Header().Set("Allow", method)
+			}
 			writeError(w, &apiError{Status: http.StatusMethodNotAllowed,
 				Message: fmt.Sprintf("%s is not allowed on %s: use %s", clip(r.Method), clip(r.URL.EscapedPath()), method)})
 			return

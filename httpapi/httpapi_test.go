@@ -236,6 +236,13 @@ func TestAPIJobLifecycle(t *testing.T) {
 			t.Errorf("payload %s, want {\"amount\": 12}", j.Payload)
 		}
 		first := j
+		// HEAD is GET without the body (a monitor's probe; found by an
+		// operator's trial: it was 405).
+		for _, path := range []string{"/v1/jobs/order/42", "/v1/history"} {
+			if res := e.do("HEAD", path, nil); res.status != http.StatusOK || len(res.body) != 0 {
+				t.Errorf("HEAD %s: %d with %d bytes, want 200 and no body", path, res.status, len(res.body))
+			}
+		}
 
 		// keep: the same request twice leaves the job as it is, 200.
 		e.ok(http.StatusOK, "POST", "/v1/schedule",
@@ -402,8 +409,8 @@ func TestAPIErrors(t *testing.T) {
 		{"key with a leading slash unescaped", "GET", "/v1/jobs/order//a", nil, nil, 404, "", "percent-encode the entity and the key (a key holding '/' as %2F", [2]string{}},
 		{"GET schedule", "GET", "/v1/schedule", nil, nil, 405, "", "GET is not allowed on /v1/schedule: use POST", [2]string{"Allow", "POST"}},
 		{"PUT cancel", "PUT", "/v1/cancel", `{}`, nil, 405, "", "PUT is not allowed on /v1/cancel: use POST", [2]string{"Allow", "POST"}},
-		{"POST jobs", "POST", "/v1/jobs/order/42", `{}`, nil, 405, "", "use GET", [2]string{"Allow", "GET"}},
-		{"DELETE history", "DELETE", "/v1/history", nil, nil, 405, "", "use GET", [2]string{"Allow", "GET"}},
+		{"POST jobs", "POST", "/v1/jobs/order/42", `{}`, nil, 405, "", "use GET", [2]string{"Allow", "GET, HEAD"}},
+		{"DELETE history", "DELETE", "/v1/history", nil, nil, 405, "", "use GET", [2]string{"Allow", "GET, HEAD"}},
 
 		// 415 and 413.
 		{"text/plain", "POST", "/v1/schedule", sched(`, "in": "3h"`), []func(*http.Request){withHeader("Content-Type", "text/plain")},
