@@ -49,14 +49,22 @@ type ScheduleParams struct {
 
 // Schedule upserts one job in its own transaction and returns the pending row.
 func (c *Client) Schedule(ctx context.Context, p ScheduleParams) (*Job, error) {
-	return c.ScheduleTx(ctx, nil, p)
+	return c.scheduleOne(ctx, nil, false, p)
 }
 
 // ScheduleTx is Schedule inside the caller's transaction tx (a pgx.Tx for the
 // PostgreSQL store, a *sql.Tx for SQLite), so that the event and its check
 // commit together.
+//
+// A nil tx is refused (errNilTx): a transaction the application forgot to
+// begin would otherwise commit the job at once, whatever became of the
+// application's own writes.
 func (c *Client) ScheduleTx(ctx context.Context, tx any, p ScheduleParams) (*Job, error) {
-	res, err := c.ScheduleManyTx(ctx, tx, []ScheduleParams{p})
+	return c.scheduleOne(ctx, tx, true, p)
+}
+
+func (c *Client) scheduleOne(ctx context.Context, tx any, inTx bool, p ScheduleParams) (*Job, error) {
+	res, err := c.scheduleMany(ctx, tx, inTx, []ScheduleParams{p})
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +75,18 @@ func (c *Client) ScheduleTx(ctx context.Context, tx any, p ScheduleParams) (*Job
 // returns the pending rows in the order given. Nothing is scheduled if any
 // params are invalid.
 func (c *Client) ScheduleMany(ctx context.Context, ps []ScheduleParams) ([]*Job, error) {
-	return c.ScheduleManyTx(ctx, nil, ps)
+	return c.scheduleMany(ctx, nil, false, ps)
 }
 
-// ScheduleManyTx is ScheduleMany inside the caller's transaction.
+// ScheduleManyTx is ScheduleMany inside the caller's transaction, which
+// must not be nil (see ScheduleTx).
 func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams) ([]*Job, error) {
+	return c.scheduleMany(ctx, tx, true, ps)
+}
+
+// scheduleMany is ScheduleMany in tx, or (tx nil and not inTx) in a
+// transaction of its own.
+func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []ScheduleParams) ([]*Job, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
@@ -86,6 +101,9 @@ func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams
 			return nil, fmt.Errorf("prescient: schedule: %w", err)
 		}
 		params[i] = jp
+	}
+	if inTx && tx == nil {
+		return nil, errNilTx
 	}
 	res, err := c.drv.JobSchedule(ctx, tx, params)
 	if err != nil {
@@ -199,11 +217,16 @@ func marshalPayload(v any) (json.RawMessage, error) {
 // outside the supported range, as in Schedule). It returns ErrNotFound when
 // the job is not pending.
 func (c *Client) Reschedule(ctx context.Context, entity, key, check string, at time.Time) (*Job, error) {
-	return c.RescheduleTx(ctx, nil, entity, key, check, at)
+	return c.reschedule(ctx, nil, false, entity, key, check, at)
 }
 
-// RescheduleTx is Reschedule inside the caller's transaction.
+// RescheduleTx is Reschedule inside the caller's transaction, which must
+// not be nil (see ScheduleTx).
 func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check string, at time.Time) (*Job, error) {
+	return c.reschedule(ctx, tx, true, entity, key, check, at)
+}
+
+func (c *Client) reschedule(ctx context.Context, tx any, inTx bool, entity, key, check string, at time.Time) (*Job, error) {
 	if err := validateIdentity(entity, key); err != nil {
 		return nil, fmt.Errorf("prescient: reschedule: %w", err)
 	}
@@ -218,6 +241,9 @@ func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check st
 	if err != nil {
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
 	}
+	if inTx && tx == nil {
+		return nil, errNilTx
+	}
 	job, err := c.drv.JobReschedule(ctx, tx, &driver.JobRescheduleParams{
 		Entity: entity, Key: key, Check: check, At: slot, Now: now,
 	})
@@ -231,11 +257,16 @@ func (c *Client) RescheduleTx(ctx context.Context, tx any, entity, key, check st
 // or every pending job of the entity when check is empty. It returns how many
 // jobs it cancelled; cancelling what does not exist is not an error.
 func (c *Client) Cancel(ctx context.Context, entity, key, check string) (int, error) {
-	return c.CancelTx(ctx, nil, entity, key, check)
+	return c.cancel(ctx, nil, false, entity, key, check)
 }
 
-// CancelTx is Cancel inside the caller's transaction.
+// CancelTx is Cancel inside the caller's transaction, which must not be nil
+// (see ScheduleTx).
 func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string) (int, error) {
+	return c.cancel(ctx, tx, true, entity, key, check)
+}
+
+func (c *Client) cancel(ctx context.Context, tx any, inTx bool, entity, key, check string) (int, error) {
 	if err := validateIdentity(entity, key); err != nil {
 		return 0, fmt.Errorf("prescient: cancel: %w", err)
 	}
@@ -243,6 +274,9 @@ func (c *Client) CancelTx(ctx context.Context, tx any, entity, key, check string
 		if err := checks.ValidateName("check", check); err != nil {
 			return 0, fmt.Errorf("prescient: cancel: %w", err)
 		}
+	}
+	if inTx && tx == nil {
+		return 0, errNilTx
 	}
 	n, err := c.drv.JobCancel(ctx, tx, &driver.JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {
@@ -376,16 +410,24 @@ func (c *Client) refuseRunning(ctx context.Context, check string) error {
 // store's catalog by a started client or by SyncCatalog) moves to history as
 // resolved. It returns how many; none is not an error.
 func (c *Client) Resolve(ctx context.Context, entity, key, event string) (int, error) {
-	return c.ResolveTx(ctx, nil, entity, key, event)
+	return c.resolve(ctx, nil, false, entity, key, event)
 }
 
-// ResolveTx is Resolve inside the caller's transaction.
+// ResolveTx is Resolve inside the caller's transaction, which must not be
+// nil (see ScheduleTx).
 func (c *Client) ResolveTx(ctx context.Context, tx any, entity, key, event string) (int, error) {
+	return c.resolve(ctx, tx, true, entity, key, event)
+}
+
+func (c *Client) resolve(ctx context.Context, tx any, inTx bool, entity, key, event string) (int, error) {
 	if err := validateIdentity(entity, key); err != nil {
 		return 0, fmt.Errorf("prescient: resolve: %w", err)
 	}
 	if err := checks.ValidateName("event", event); err != nil {
 		return 0, fmt.Errorf("prescient: resolve: %w", err)
+	}
+	if inTx && tx == nil {
+		return 0, errNilTx
 	}
 	n, err := c.drv.JobResolve(ctx, tx, &driver.JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {

@@ -226,3 +226,35 @@ func TestScheduleRefusesAnotherEntityThanTheChecks(t *testing.T) {
 		t.Error("a check registered for entity \"bad entity\": no error")
 	}
 }
+
+// The …Tx methods refuse a nil transaction, as TypedClient's do: one the
+// application forgot to begin ran the call in a transaction of its own,
+// committed at once whatever became of the application's writes (found by a
+// new user's trial of the library).
+func TestTxMethodsRefuseANilTransaction(t *testing.T) {
+	h := openSQLite(t)
+	ctx := context.Background()
+	noop := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }
+	c := h.client(newClock("2026-03-10T10:00:00Z"), register(t, "c", noop, nil), nil)
+	p := prescient.ScheduleParams{Entity: "order", Key: "1", Check: "c", At: ts("2026-03-10T11:00:00Z")}
+	if _, err := c.Schedule(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var tx any
+	_, err1 := c.ScheduleTx(ctx, tx, prescient.ScheduleParams{Entity: "order", Key: "2", Check: "c", At: p.At})
+	_, err2 := c.ScheduleManyTx(ctx, tx, []prescient.ScheduleParams{{Entity: "order", Key: "3", Check: "c", At: p.At}})
+	_, err3 := c.RescheduleTx(ctx, tx, "order", "1", "c", ts("2026-03-10T12:00:00Z"))
+	_, err4 := c.CancelTx(ctx, tx, "order", "1", "c")
+	_, err5 := c.ResolveTx(ctx, tx, "order", "1", "shipped")
+	for i, err := range []error{err1, err2, err3, err4, err5} {
+		if err == nil || !strings.Contains(err.Error(), "nil transaction: use the method without Tx") {
+			t.Errorf("call %d with a nil transaction: %v, want it refused", i+1, err)
+		}
+	}
+	if n := h.count("SELECT * FROM prescient_jobs WHERE next_check_at = next_check_at"); n != 1 {
+		t.Errorf("%d job(s) pending, want the first alone, untouched", n)
+	}
+	if j, err := c.Job(ctx, "order", "1", "c"); err != nil || !j.NextCheckAt.Equal(p.At) {
+		t.Errorf("job 1: %+v, %v; want it due at %s still", j, err, p.At)
+	}
+}
