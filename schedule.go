@@ -36,7 +36,8 @@ type ScheduleParams struct {
 	// up to; otherwise scheduling fails with an error wrapping ErrOutOfRange.
 	At time.Time
 	// Payload, if not nil, is stored as JSON and handed to the check
-	// (a json.RawMessage is stored as is on SQLite, as jsonb normalises it on
+	// (a json.RawMessage or a []byte, such as json.Marshal returns, is taken
+	// as JSON already: stored as is on SQLite, as jsonb normalises it on
 	// PostgreSQL; a nil one, a job's Payload when it has none, is no
 	// payload). It must pass
 	// checks.ValidatePayload: at most PayloadMax bytes of UTF-8 JSON,
@@ -199,6 +200,13 @@ func marshalPayload(v any) (json.RawMessage, error) {
 	case json.RawMessage:
 		if v == nil {
 			return nil, nil // a job's Payload when it has none: none (an empty non-nil one is no JSON)
+		}
+		b = v
+	case []byte:
+		// JSON already, as json.Marshal returns it: marshalled again it
+		// would be a base64 string, which no check reads as what it was.
+		if v == nil {
+			return nil, nil
 		}
 		b = v
 	default:

@@ -258,3 +258,30 @@ func TestTxMethodsRefuseANilTransaction(t *testing.T) {
 		t.Errorf("job 1: %+v, %v; want it due at %s still", j, err, p.At)
 	}
 }
+
+// A []byte payload, as json.Marshal returns it, is JSON already: it was
+// marshalled again into a base64 string, which a check unmarshalling it
+// into its struct could only fail on (found by a new user's trial). One
+// that is not JSON is refused.
+func TestBytePayloadIsJSON(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		noop := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }
+		c := h.client(newClock("2026-03-10T10:00:00Z"), register(t, "c", noop, nil), nil)
+		raw, err := json.Marshal(map[string]bool{"second": true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "c", At: ts("2026-03-10T11:00:00Z"), Payload: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct{ Second bool }
+		if err := json.Unmarshal(j.Payload, &got); err != nil || !got.Second {
+			t.Errorf("payload stored %s (%v), want {\"second\": true}", j.Payload, err)
+		}
+		if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "2", Check: "c", At: ts("2026-03-10T11:00:00Z"), Payload: []byte("not json")}); err == nil {
+			t.Error("a []byte payload that is not JSON: no error")
+		}
+	})
+}
