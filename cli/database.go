@@ -79,6 +79,15 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A schema a newer prescient migrated: this command may take what
+	// the newer one refuses (a version's own checks are in its migrations
+	// and its binary both), so it says so, as run does.
+	if sv, ok := st.(schemaVersioner); ok {
+		if current, latest, err := sv.SchemaVersion(ctx); err == nil && current > latest {
+			fmt.Fprintf(e.opts.Err, "warning: the database's schema is at version %d, newer than this prescient knows (up to %d): "+
+				"a newer version migrated it, and this command may not check what it does; upgrade prescient\n", current, latest)
+		}
+	}
 	recorded, err := useRecordedGrid(ctx, st.Driver(), cfg, a.rounds)
 	if err != nil {
 		st.Close()

@@ -90,6 +90,26 @@ func TestMigrateSaysTheDatabaseIsNewer(t *testing.T) {
 	}
 }
 
+// TestCommandsWarnOfANewerSchema: a command other than migrate and run on a
+// database a newer prescient migrated works, but says so on stderr: it may
+// take what the newer version refuses (found by a new user's trial: an
+// older schedule created a job the newer SQL would have refused).
+func TestCommandsWarnOfANewerSchema(t *testing.T) {
+	t.Parallel()
+	h, url, schema := dbHarness(t, "")
+	h.mustRun("migrate")
+	if _, stderr, err := h.runCtx(context.Background(), "schedule", "order", "1", "order_unshipped", "--in", "1h"); err != nil || strings.Contains(stderr, "warning") {
+		t.Fatalf("schedule on a current schema: %v, stderr %q; want no warning", err, stderr)
+	}
+	markMigratedTo(t, url, schema, 9999)
+	for _, args := range [][]string{{"schedule", "order", "2", "order_unshipped", "--in", "1h"}, {"status"}} {
+		_, stderr, err := h.runCtx(context.Background(), args...)
+		if err != nil || !strings.Contains(stderr, "warning: the database's schema is at version 9999, newer than this prescient knows") {
+			t.Errorf("prescient %s on a newer schema: %v, stderr %q; want it done, with a warning", strings.Join(args, " "), err, stderr)
+		}
+	}
+}
+
 // TestEnvValueWithALineBreakIsRefused: a variable whose value holds a line
 // break, pasted into the file, would end its line: the value would be cut
 // and every later error would name the wrong line (workers: 0 on line 3
