@@ -39,7 +39,14 @@ const (
 // firing to end, then fires what is left. That can take as long as a large
 // slot does, and a check that calls FireSlot on its own slot waits until ctx
 // ends.
+//
+// A slot that has not begun (after the client's clock) is refused: its jobs
+// would run before their time.
 func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
+	if now := c.now(); slot.After(now) {
+		return nil, fmt.Errorf("prescient: fire slot %s: it has not begun (now %s): its jobs would run before their time",
+			slot.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
 	return c.fireSlot(ctx, ctx, slot, KindFire, true)
 }
 

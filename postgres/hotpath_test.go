@@ -130,11 +130,19 @@ func testRoundTripsPerCheck(t *testing.T, savepoints bool) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
+	now := slotAt
 	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute},
 		Checks: reg, Workers: workers, GroupSize: groupSize, SavepointEveryCheck: savepoints,
-		Now: func() time.Time { return slotAt }, Logger: quietLogger()})
+		Now: func() time.Time { return now }, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Jobs are scheduled at slotAt and their slot is fired at its time
+	// (FireSlot refuses a slot that has not begun).
+	fire := func(slot time.Time) (*prescient.SlotRecord, error) {
+		now = slot
+		defer func() { now = slotAt }()
+		return c.FireSlot(ctx, slot)
 	}
 	var ps []prescient.ScheduleParams
 	for i := range jobs {
@@ -146,14 +154,14 @@ func testRoundTripsPerCheck(t *testing.T, savepoints bool) {
 		t.Fatal(err)
 	}
 	next := slotAt.Add(15 * time.Minute)
-	if _, err := c.FireSlot(ctx, next); err != nil {
+	if _, err := fire(next); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.ScheduleMany(ctx, ps[workers*groupSize:]); err != nil {
 		t.Fatal(err)
 	}
 	rt.reset()
-	rec, err := c.FireSlot(ctx, next)
+	rec, err := fire(next)
 	if err != nil || rec.Outcomes[history.Done] != jobs-workers*groupSize {
 		t.Fatalf("fire: %+v, %v; want %d done", rec, err, jobs-workers*groupSize)
 	}
@@ -222,7 +230,8 @@ func TestPlansHoldWhenJobsArriveAfterStart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := c.FireSlot(ctx, grid.Add(slotAt, i)); err != nil {
+		now = grid.Add(slotAt, i)
+		if _, err := c.FireSlot(ctx, now); err != nil {
 			t.Fatal(err)
 		}
 	}

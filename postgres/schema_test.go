@@ -147,15 +147,17 @@ func TestChecksSeeApplicationTablesWithSchema(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
+	now := slotAt
 	c, err := prescient.NewClient(s, &prescient.Config{Server: "srv-1", Grid: slots.Grid{Resolution: 15 * time.Minute}, Checks: reg,
-		Now: func() time.Time { return slotAt }, Logger: quietLogger()})
+		Now: func() time.Time { return now }, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "unshipped", At: slotAt.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := c.FireSlot(ctx, slotAt.Add(15*time.Minute))
+	now = slotAt.Add(15 * time.Minute)
+	rec, err := c.FireSlot(ctx, now)
 	if err != nil || rec.Outcomes[history.Done] != 1 {
 		t.Fatalf("fire: %+v, %v; want the check done", rec, err)
 	}
