@@ -28,13 +28,6 @@ type Client struct {
 	drv   driver.Driver
 	log   *slog.Logger
 
-	// followGrid says the client rounds what it schedules on the grid the
-	// servers recorded in the store (see schedulingGrid): Config.Grid was
-	// left out, and the client has not started (a started client records
-	// its own). recorded caches that grid.
-	followGrid atomic.Bool
-	recorded   atomic.Pointer[recordedGrid]
-
 	mu   sync.Mutex // serialises Start and Stop
 	cron *cron.Cron
 	wg   sync.WaitGroup // background work Stop waits for
@@ -92,7 +85,6 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if cfg != nil {
 		c = *cfg
 	}
-	gridLeftOut := c.Grid.Resolution == 0
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -103,7 +95,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if drv.Features().MultiHost {
 		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
-	cl := &Client{
+	return &Client{
 		cfg:      c,
 		store:    store,
 		drv:      drv,
@@ -112,9 +104,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		firing:   make(map[time.Time]chan struct{}),
 		beatSoon: make(chan struct{}, 1),
 		unknown:  make(map[string]int),
-	}
-	cl.followGrid.Store(gridLeftOut)
-	return cl, nil
+	}, nil
 }
 
 // validateFor reports a configuration the store cannot carry out.

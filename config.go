@@ -62,11 +62,7 @@ type Config struct {
 	// Default "api"; the CLI's commands say "cli".
 	FinishedBy string
 	// Grid is the slot grid. Default: slots.ResolutionDefault with
-	// slots.CycleDefault. A client that leaves it out and is not started
-	// (an application's, which only schedules) rounds what it schedules on
-	// the grid the servers recorded in the store instead, as the CLI and the
-	// SQL functions do, read again every 30 seconds; on the default while
-	// none is recorded.
+	// slots.CycleDefault.
 	Grid slots.Grid
 	// Ownership is the static map of which server fires which position of the
 	// grid's cycle. Empty: this server fires every slot.

@@ -33,7 +33,6 @@ func (c *Client) Start(ctx context.Context) error {
 		c.storeError(StoreOpStart, err)
 		return startError{err} // the driver says "save grid"
 	}
-	c.followGrid.Store(false) // a server rounds on the grid it fires
 	if n := c.drv.Features().Conns; n > 0 && n <= c.cfg.Workers {
 		// Each running group holds a connection for its transaction.
 		c.log.Warn("the store's connection pool is no larger than workers: fewer groups of checks may run at once than workers says, "+

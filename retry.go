@@ -159,7 +159,7 @@ func (c *Client) checkRetry(p RetryParams, f history.Filter) error {
 		return fmt.Errorf("limit %d is out of range [1, %d] (0 means %d)", p.Limit, history.LimitMax, history.LimitDefault)
 	}
 	if !p.At.IsZero() {
-		if _, err := slotInRange(c.cfg.Grid, p.At, c.now()); err != nil {
+		if _, err := c.slotInRange(p.At, c.now()); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package prescient
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -92,14 +91,10 @@ func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []Sched
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	grid, err := c.schedulingGrid(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prescient: schedule: %w", err)
-	}
 	now := c.now()
 	params := make([]*driver.JobScheduleParams, len(ps))
 	for i, p := range ps {
-		jp, err := c.scheduleParams(grid, p, now)
+		jp, err := c.scheduleParams(p, now)
 		if err != nil {
 			if len(ps) > 1 {
 				return nil, fmt.Errorf("prescient: schedule #%d: %w", i, err)
@@ -127,64 +122,21 @@ func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []Sched
 // at `now`: at rounded up to the grid, or the first slot after now when that
 // is not after now (a slot that has begun may already have been fired).
 func (c *Client) SlotFor(at, now time.Time) time.Time {
-	return slotFor(c.cfg.Grid, at, now)
-}
-
-func slotFor(g slots.Grid, at, now time.Time) time.Time {
-	slot := g.Ceil(at)
+	slot := c.cfg.Grid.Ceil(at)
 	if !slot.After(now) {
-		slot = g.Next(now)
+		slot = c.cfg.Grid.Next(now)
 	}
 	return slot
 }
 
-// recordedGridTTL is how long a client that follows the servers' grid (see
-// schedulingGrid) keeps the grid it read.
-const recordedGridTTL = 30 * time.Second
-
-// recordedGrid is the grid the servers recorded, as read at at.
-type recordedGrid struct {
-	grid slots.Grid
-	at   time.Time
-}
-
-// schedulingGrid returns the grid what the client schedules is rounded on:
-// its own, or, for a client whose Config.Grid was left out and that has not
-// started (an application's, which only schedules), the grid the servers
-// recorded in the store, read again every recordedGridTTL; the default grid
-// while none is recorded. Rounded on the default 15 minutes, an
-// application's jobs landed off the servers' grid, in slots no tick fires,
-// until a sweep moved them (found by a new user's trial of the library).
-func (c *Client) schedulingGrid(ctx context.Context) (slots.Grid, error) {
-	if !c.followGrid.Load() {
-		return c.cfg.Grid, nil
-	}
-	now := c.now()
-	if r := c.recorded.Load(); r != nil && now.Sub(r.at) < recordedGridTTL && !now.Before(r.at) {
-		return r.grid, nil
-	}
-	g, err := c.drv.GridGet(ctx)
-	switch {
-	case errors.Is(err, driver.ErrNotFound):
-		g = c.cfg.Grid
-	case err != nil:
-		return slots.Grid{}, fmt.Errorf("read the slot grid the servers recorded (Config.Grid is left out): %w", err)
-	default:
-		g = slots.Grid{Resolution: g.Resolution, Offset: g.Offset}
-	}
-	c.recorded.Store(&recordedGrid{grid: g, at: now})
-	return g, nil
-}
-
-// slotInRange is SlotFor on grid g for a time given by the application,
-// refused when it, or the slot it rounds up to, lies outside the supported
-// range: a store would keep it, but the engine's Duration arithmetic and
-// JSON cannot.
-func slotInRange(g slots.Grid, at, now time.Time) (time.Time, error) {
+// slotInRange is SlotFor for a time given by the application, refused when
+// it, or the slot it rounds up to, lies outside the supported range: a store
+// would keep it, but the engine's Duration arithmetic and JSON cannot.
+func (c *Client) slotInRange(at, now time.Time) (time.Time, error) {
 	if err := slots.CheckTime(at); err != nil {
 		return time.Time{}, err
 	}
-	slot := slotFor(g, at, now)
+	slot := c.SlotFor(at, now)
 	if !slots.InRange(slot) {
 		return time.Time{}, fmt.Errorf("time %s rounds up to the slot %s, %w %s",
 			at.Format(time.RFC3339Nano), slot.Format(time.RFC3339Nano), slots.ErrOutOfRange, slots.Range())
@@ -192,7 +144,7 @@ func slotInRange(g slots.Grid, at, now time.Time) (time.Time, error) {
 	return slot, nil
 }
 
-func (c *Client) scheduleParams(grid slots.Grid, p ScheduleParams, now time.Time) (*driver.JobScheduleParams, error) {
+func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobScheduleParams, error) {
 	if err := validateIdentity(p.Entity, p.Key); err != nil {
 		return nil, err
 	}
@@ -213,7 +165,7 @@ func (c *Client) scheduleParams(grid slots.Grid, p ScheduleParams, now time.Time
 	default:
 		return nil, fmt.Errorf("unknown conflict rule %q (want %q or %q)", p.OnConflict, ConflictReplace, ConflictKeep)
 	}
-	slot, err := slotInRange(grid, p.At, now)
+	slot, err := c.slotInRange(p.At, now)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s/%s: %w", p.Entity, p.Key, p.Check, err)
 	}
@@ -292,12 +244,8 @@ func (c *Client) reschedule(ctx context.Context, tx any, inTx bool, entity, key,
 	if at.IsZero() {
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: the time to check at is required", entity, key, check)
 	}
-	grid, err := c.schedulingGrid(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
-	}
 	now := c.now()
-	slot, err := slotInRange(grid, at, now)
+	slot, err := c.slotInRange(at, now)
 	if err != nil {
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
 	}
