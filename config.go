@@ -62,7 +62,9 @@ type Config struct {
 	// Default "api"; the CLI's commands say "cli".
 	FinishedBy string
 	// Grid is the slot grid. Default: slots.ResolutionDefault with
-	// slots.CycleDefault.
+	// slots.CycleDefault. A client that only schedules (an application's)
+	// must use the servers' grid, or its jobs land in slots no server
+	// fires: set it as the servers do, or to RecordedGrid.
 	Grid slots.Grid
 	// Ownership is the static map of which server fires which position of the
 	// grid's cycle. Empty: this server fires every slot.

@@ -2,8 +2,10 @@ package prescient
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // Store is a database prescient keeps its tables in: *postgres.Store or
@@ -57,3 +59,16 @@ const (
 	// idempotent for event handlers that may see the same event twice.
 	ConflictKeep = driver.ConflictKeep
 )
+
+// RecordedGrid returns the slot grid the servers recorded in the store (by
+// Start or `prescient migrate`), or ErrNotFound while none is. An
+// application's client that only schedules must round on the servers' grid,
+// or its jobs land in slots no server fires: set its Config.Grid as the
+// servers do, or to this.
+func RecordedGrid(ctx context.Context, store Store) (slots.Grid, error) {
+	g, err := store.Driver().GridGet(ctx)
+	if err != nil {
+		return slots.Grid{}, fmt.Errorf("prescient: the slot grid the servers recorded: %w", err)
+	}
+	return g, nil
+}
