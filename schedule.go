@@ -57,7 +57,7 @@ func (c *Client) Schedule(ctx context.Context, p ScheduleParams) (*Job, error) {
 // PostgreSQL store, a *sql.Tx for SQLite), so that the event and its check
 // commit together.
 //
-// A nil tx is refused (errNilTx): a transaction the application forgot to
+// A nil tx is refused (ErrNilTx): a transaction the application forgot to
 // begin would otherwise commit the job at once, whatever became of the
 // application's own writes.
 func (c *Client) ScheduleTx(ctx context.Context, tx any, p ScheduleParams) (*Job, error) {
@@ -89,6 +89,9 @@ func (c *Client) ScheduleManyTx(ctx context.Context, tx any, ps []ScheduleParams
 // transaction of its own.
 func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []ScheduleParams) ([]*Job, error) {
 	if len(ps) == 0 {
+		if inTx && tx == nil {
+			return nil, ErrNilTx
+		}
 		return nil, nil
 	}
 	now := c.now()
@@ -104,7 +107,7 @@ func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []Sched
 		params[i] = jp
 	}
 	if inTx && tx == nil {
-		return nil, errNilTx
+		return nil, ErrNilTx
 	}
 	res, err := c.drv.JobSchedule(ctx, tx, params)
 	if err != nil {
@@ -250,7 +253,7 @@ func (c *Client) reschedule(ctx context.Context, tx any, inTx bool, entity, key,
 		return nil, fmt.Errorf("prescient: reschedule %s/%s/%s: %w", entity, key, check, err)
 	}
 	if inTx && tx == nil {
-		return nil, errNilTx
+		return nil, ErrNilTx
 	}
 	job, err := c.drv.JobReschedule(ctx, tx, &driver.JobRescheduleParams{
 		Entity: entity, Key: key, Check: check, At: slot, Now: now,
@@ -284,7 +287,7 @@ func (c *Client) cancel(ctx context.Context, tx any, inTx bool, entity, key, che
 		}
 	}
 	if inTx && tx == nil {
-		return 0, errNilTx
+		return 0, ErrNilTx
 	}
 	n, err := c.drv.JobCancel(ctx, tx, &driver.JobCancelParams{Entity: entity, Key: key, Check: check, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {
@@ -435,7 +438,7 @@ func (c *Client) resolve(ctx context.Context, tx any, inTx bool, entity, key, ev
 		return 0, fmt.Errorf("prescient: resolve: %w", err)
 	}
 	if inTx && tx == nil {
-		return 0, errNilTx
+		return 0, ErrNilTx
 	}
 	n, err := c.drv.JobResolve(ctx, tx, &driver.JobResolveParams{Entity: entity, Key: key, Event: event, Now: c.now(), By: c.cfg.FinishedBy})
 	if err != nil {

@@ -32,16 +32,16 @@ func NewTypedClient[TTx any](store TypedStore[TTx], cfg *Config) (*TypedClient[T
 	return &TypedClient[TTx]{Client: c, store: store}, nil
 }
 
-// errNilTx is returned by a TypedClient's …Tx method given a nil transaction:
-// it would otherwise run in a transaction of its own, apart from the
-// application's.
-var errNilTx = errors.New("prescient: nil transaction: use the method without Tx to run in a transaction of its own")
+// ErrNilTx is returned by the …Tx methods (of a Client or a TypedClient)
+// given a nil transaction: the call would otherwise run in a transaction of
+// its own, apart from the application's.
+var ErrNilTx = errors.New("prescient: nil transaction: use the method without Tx to run in a transaction of its own")
 
 // unwrap returns tx as the store's methods take it, refusing a nil one.
 func (c *TypedClient[TTx]) unwrap(tx TTx) (any, error) {
 	v := c.store.UnwrapTx(tx)
 	if v == nil {
-		return nil, errNilTx
+		return nil, ErrNilTx
 	}
 	return v, nil
 }

@@ -246,8 +246,9 @@ func TestTxMethodsRefuseANilTransaction(t *testing.T) {
 	_, err3 := c.RescheduleTx(ctx, tx, "order", "1", "c", ts("2026-03-10T12:00:00Z"))
 	_, err4 := c.CancelTx(ctx, tx, "order", "1", "c")
 	_, err5 := c.ResolveTx(ctx, tx, "order", "1", "shipped")
-	for i, err := range []error{err1, err2, err3, err4, err5} {
-		if err == nil || !strings.Contains(err.Error(), "nil transaction: use the method without Tx") {
+	_, err6 := c.ScheduleManyTx(ctx, tx, nil)
+	for i, err := range []error{err1, err2, err3, err4, err5, err6} {
+		if !errors.Is(err, prescient.ErrNilTx) || !strings.Contains(err.Error(), "nil transaction: use the method without Tx") {
 			t.Errorf("call %d with a nil transaction: %v, want it refused", i+1, err)
 		}
 	}
