@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -586,5 +587,31 @@ func TestBusyTimeoutFollowsAGoChecksRuntimeGuard(t *testing.T) {
 	e.configPath = writeConfig(t, "guards:\n  runtime: 1s\ndatabase:\n  busy_timeout: 1m\n")
 	if _, err := e.config(); err == nil || !strings.Contains(err.Error(), "database.busy_timeout: 1m0s is not more than the runtime guard a Go check of this binary sets + group_duration, 2m1s") {
 		t.Errorf("busy_timeout 1m beside a Go check's 2m guard: %v, want it refused", err)
+	}
+}
+
+// migrate with another grid than the one recorded says it replaced it: it
+// printed the new grid alone, and an operator who changed it by mistake had
+// no word of what the servers and the SQL functions now follow (found by a
+// new user's trial).
+func TestMigrateSaysItReplacedTheGrid(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "prescient.db")
+	first := sqliteHarness(t, db, "slots:\n  resolution: 5s\n  cycle: 0s\n")
+	if out := first.mustRun("migrate"); strings.Contains(out, "replaced") {
+		t.Errorf("first migrate says it replaced a grid:\n%s", out)
+	}
+	if out := first.mustRun("migrate"); strings.Contains(out, "replaced") {
+		t.Errorf("migrate with the same grid says it replaced it:\n%s", out)
+	}
+	other := sqliteHarness(t, db, "slots:\n  resolution: 15m\n")
+	wantContains(t, "migrate with another grid", other.mustRun("migrate"), "slot grid every 15m0s",
+		"the slot grid recorded before, every 5s, is replaced: prescient_schedule rounds to the new one now")
+	var res struct {
+		Replaced string `json:"grid_replaced"`
+	}
+	back := sqliteHarness(t, db, "slots:\n  resolution: 5s\n  cycle: 0s\n")
+	if err := json.Unmarshal([]byte(back.mustRun("migrate", "--json")), &res); err != nil || res.Replaced != "every 15m0s" {
+		t.Errorf("migrate --json back to 5s: grid_replaced %q, %v; want every 15m0s", res.Replaced, err)
 	}
 }

@@ -77,6 +77,12 @@ prints what was done as one JSON document for scripts.`,
 				kept = " (kept from the database: the configuration does not set slots.resolution or slots.offset)"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "migrated; slot grid %s%s and %d check(s) recorded\n", res.grid, kept, res.Checks)
+			if res.Replaced != "" {
+				// Said once more, for the operator who changed it by
+				// mistake: the servers and the SQL functions follow it.
+				fmt.Fprintf(cmd.OutOrStdout(), "the slot grid recorded before, %s, is replaced: prescient_schedule rounds to the new one now, "+
+					"restart the servers with it, and their sweep moves the jobs scheduled on the old one onto it\n", res.Replaced)
+			}
 			return nil
 		},
 	}
@@ -96,6 +102,9 @@ type migrateResult struct {
 	GridKept bool `json:"grid_kept"`
 	// Checks counts the checks of this binary recorded in the catalog.
 	Checks int `json:"checks_recorded"`
+	// Replaced is the grid recorded before, when this one replaced it
+	// ("every 15m0s"); empty otherwise.
+	Replaced string `json:"grid_replaced,omitempty"`
 
 	grid slots.Grid
 }
@@ -125,6 +134,9 @@ func (e *env) migrate(ctx context.Context, st prescient.Store, cfg *Config, prog
 		return nil, err
 	}
 	grid := cfg.clientConfig().Grid
+	if old, err := st.Driver().GridGet(ctx); err == nil && (old.Resolution != grid.Resolution || old.Offset != grid.Offset) {
+		res.Replaced = gridText(old)
+	}
 	prog.set("recording the slot grid %s", gridText(grid))
 	if err := st.Driver().GridSave(ctx, grid); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
