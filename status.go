@@ -3,6 +3,7 @@ package prescient
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prescient-dev/prescient/driver"
@@ -32,6 +33,11 @@ type Status struct {
 	// timeout (Server.Live, this client's Config.ServerTimeout for a
 	// server that recorded none).
 	Servers []*ServerStatus `json:"servers"`
+	// RunBy names, per check with pending jobs, the live servers that run
+	// it by their latest heartbeats (Server.Checks): empty when none does,
+	// and its jobs wait. Nil while a live server does not say which checks
+	// it runs (an older prescient).
+	RunBy map[string][]string `json:"run_by,omitempty"`
 	// Deliveries counts, per sink, the pending and dead deliveries of
 	// events and those delivered over the last day.
 	Deliveries map[string]*DeliveryCount `json:"deliveries"`
@@ -94,6 +100,7 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 	for i, s := range servers {
 		st.Servers[i] = &ServerStatus{Server: s, Alive: s.Live(now, c.cfg.ServerTimeout)}
 	}
+	st.RunBy = runBy(st.Servers, st.Jobs.ByCheck)
 	var states []SlotState
 	states, st.Incomplete = JudgeSlots(recs, cut, servers, now, st.Current, c.cfg.ServerTimeout)
 	st.Recent = make([]*RecentSlot, len(recs))
@@ -104,6 +111,27 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 		return nil, fmt.Errorf("prescient: status: %w", err)
 	}
 	return st, nil
+}
+
+// runBy is Status.RunBy: per check of byCheck, the live servers that run
+// it; nil when a live server does not say.
+func runBy(servers []*ServerStatus, byCheck map[string]int) map[string][]string {
+	for _, s := range servers {
+		if s.Alive && s.Checks == nil {
+			return nil
+		}
+	}
+	out := make(map[string][]string, len(byCheck))
+	for check := range byCheck {
+		by := []string{}
+		for _, s := range servers {
+			if s.Alive && slices.Contains(s.Checks, check) {
+				by = append(by, s.Name)
+			}
+		}
+		out[check] = by
+	}
+	return out
 }
 
 // SlotsParams selects rows of the slot ledger: slots in [Since, Until) (zero

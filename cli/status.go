@@ -180,24 +180,14 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 	tw.Flush()
 }
 
-// runners says which live servers run check, by their latest heartbeats
-// (Server.Checks), or that none does; nothing when a live server does not
-// say (an older prescient).
+// runners says which live servers run check (Status.RunBy), or that none
+// does; nothing when a live server does not say (an older prescient).
 func runners(st *prescient.Status, check string) string {
-	var by []string
-	live := false
-	for _, s := range st.Servers {
-		switch {
-		case !s.Alive:
-			continue
-		case s.Checks == nil:
-			return ""
-		case slices.Contains(s.Checks, check):
-			by = append(by, s.Name)
-		}
-		live = true
+	if st.RunBy == nil {
+		return ""
 	}
-	switch {
+	live := slices.ContainsFunc(st.Servers, func(s *prescient.ServerStatus) bool { return s.Alive })
+	switch by := st.RunBy[check]; {
 	case len(by) > 0:
 		return "run by " + strings.Join(by, ", ")
 	case !live:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,22 @@ func TestStatusSaysWhoRunsEachCheck(t *testing.T) {
 		out := h.mustRun("status")
 		wantContains(t, "status", out, "legacy           1  no live server runs it: its jobs wait",
 			"order_unshipped  1  run by web-1, web-2\n")
+		// And for scripts (it was in the text alone; found by a new
+		// user's trial).
+		var js struct {
+			RunBy map[string][]string `json:"run_by"`
+		}
+		if raw := h.mustRun("status", "--json"); json.Unmarshal([]byte(raw), &js) != nil ||
+			!reflect.DeepEqual(js.RunBy, map[string][]string{"legacy": {}, "order_unshipped": {"web-1", "web-2"}}) {
+			t.Errorf("status --json run_by: %v, want legacy by none, order_unshipped by web-1 and web-2\n%s", js.RunBy, raw)
+		}
+		// A live server of an older prescient does not say: no run_by.
+		if err := st.Driver().ServerHeartbeat(context.Background(), &driver.Server{Name: "old", StartedAt: now, HeartbeatAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		js.RunBy = nil
+		if raw := h.mustRun("status", "--json"); json.Unmarshal([]byte(raw), &js) != nil || js.RunBy != nil {
+			t.Errorf("status --json beside a server that does not say: run_by %v, want none", js.RunBy)
+		}
 	})
 }
