@@ -51,6 +51,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.workCtx, c.hardCtx, c.stopWork, c.stopNow = work, hard, stopWork, stopNow
 	c.runMu.Unlock()
 	c.startedAt = c.now()
+	c.warnNameTaken(ctx)
 	c.own.mu.Lock()
 	c.own.healthErr, c.own.healthy = nil, false // not started, until the heartbeat: no longer ErrClosed
 	c.own.mu.Unlock()
@@ -139,6 +140,28 @@ func (e startError) Error() string {
 func (e startError) Unwrap() error { return e.err }
 
 // isRunning reports whether the client is started.
+// warnNameTaken warns when a live server is registered under this client's
+// name already: two processes sharing a name share one registration, one
+// row of the ledger per slot and one name in history, and automatic
+// ownership counts them as one (found by a new user's trial of the library).
+// It may be this server's own run before, ended less than ServerTimeout ago
+// without Stop (a crash).
+func (c *Client) warnNameTaken(ctx context.Context) {
+	servers, err := c.drv.ServerList(ctx)
+	if err != nil {
+		return // the heartbeat that follows says what is wrong
+	}
+	now := c.now()
+	for _, s := range servers {
+		if s.Name == c.cfg.Server && s.Live(now, c.cfg.ServerTimeout) {
+			c.log.Warn("a live server is registered under this server's name already: another process with the same name "+
+				"(give each its own: Config.Server, PRESCIENT_SERVER), or this server's own run before, ended without Stop less than server_timeout ago",
+				"registered_at", s.StartedAt, "last_heartbeat", s.HeartbeatAt)
+			return
+		}
+	}
+}
+
 func (c *Client) isRunning() bool {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
