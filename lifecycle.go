@@ -139,7 +139,6 @@ func (e startError) Error() string {
 
 func (e startError) Unwrap() error { return e.err }
 
-// isRunning reports whether the client is started.
 // warnNameTaken warns when a live server is registered under this client's
 // name already: two processes sharing a name share one registration, one
 // row of the ledger per slot and one name in history, and automatic
@@ -162,6 +161,7 @@ func (c *Client) warnNameTaken(ctx context.Context) {
 	}
 }
 
+// isRunning reports whether the client is started.
 func (c *Client) isRunning() bool {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()

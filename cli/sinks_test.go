@@ -309,8 +309,8 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 	}
 	e = &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s3cret-value\n"})}).withDefaults()}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs strings.Builder
-	stop, err := e.startDelivery(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	logs := &syncBuffer{}
+	stop, err := e.startDelivery(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
