@@ -77,7 +77,7 @@ type ran struct {
 	// interrupted and its jobs released.
 	decisions []driver.Decision
 	// basis is, per job, what of the job its decision was made from (see
-	// stillHeld).
+	// stillHeld); set for a unit that failed, the only kind held.
 	basis map[int64]jobBasis
 	// kept says the unit's writes were kept (it succeeded); otherwise they
 	// were rolled back.
@@ -477,9 +477,12 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	r := ran{kept: err == nil}
 	if !errors.Is(err, errInterrupted) {
 		r.decisions = c.decideUnit(limits, u, results, err, elapsed)
-		r.basis = make(map[int64]jobBasis, len(u.jobs))
-		for _, j := range u.jobs {
-			r.basis[j.ID] = basisOf(j)
+		if !r.kept {
+			// Only a failure's decisions are ever held (see stillHeld).
+			r.basis = make(map[int64]jobBasis, len(u.jobs))
+			for _, j := range u.jobs {
+				r.basis[j.ID] = basisOf(j)
+			}
 		}
 	}
 	if terr := tx.Err(); terr != nil {
@@ -610,7 +613,11 @@ func (c *Client) applyAfresh(ctx context.Context, slot time.Time, held []ran, wa
 
 // decisionsOf gathers the decisions of ran units (a released unit has none).
 func decisionsOf(done []ran) []driver.Decision {
-	var ds []driver.Decision
+	n := 0
+	for _, r := range done {
+		n += len(r.decisions)
+	}
+	ds := make([]driver.Decision, 0, n)
 	for _, r := range done {
 		ds = append(ds, r.decisions...)
 	}
