@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -101,6 +102,12 @@ func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
 	if err != nil {
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return tooLarge
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The server's read timeout (http.Server.ReadTimeout) ended
+			// before the body did: the client stalled, not its request.
+			return &apiError{Status: http.StatusRequestTimeout,
+				Message: "the body did not arrive in time: the server stopped waiting for it; send it whole, without pausing"}
 		}
 		return badField("", "cannot read the body: "+err.Error())
 	}

@@ -24,7 +24,8 @@
 //	{"error": "entity order: key must be 1 to 512 bytes, got 0", "field": "key"}
 //
 // 400 bad input, 401 no or wrong token, 404 no such route, 405 wrong method
-// (with an Allow header), 413 body too large, 415 body not JSON. A 5xx
+// (with an Allow header), 408 body stalled past the server's
+// http.Server.ReadTimeout, 413 body too large, 415 body not JSON. A 5xx
 // means the store failed (500) or did not answer within Opts.Timeout (503);
 // its body says which call failed and never quotes the store's error, which
 // may name the database's user, host or schema: the error goes to

@@ -1,12 +1,14 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -634,6 +636,40 @@ func TestAPIAllowUnknownChecks(t *testing.T) {
 		res := e.do("POST", "/v1/schedule", `{"entity": "order", "key": "42", "check": "invoice_unpaid", "in": "3h"}`)
 		if res.status != http.StatusCreated {
 			t.Errorf("a check no server knows, with AllowUnknownChecks: %d %s, want 201", res.status, res.body)
+		}
+	})
+}
+
+// TestAPIStalledBody: a client that stops sending its body halfway, past the
+// server's read timeout, gets 408 saying the body did not arrive in time,
+// not a 400 about a field.
+func TestAPIStalledBody(t *testing.T) {
+	t.Parallel()
+	eachStore(t, nil, func(t *testing.T, e *apiEnv) {
+		srv := httptest.NewUnstartedServer(httpapi.New(e.client, &httpapi.Opts{Token: token}))
+		srv.Config.ReadTimeout = 300 * time.Millisecond
+		srv.Start()
+		t.Cleanup(srv.Close)
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body := `{"entity": "order", "key": "42", "event": "shipped"}`
+		half := body[:len(body)/2]
+		if _, err := fmt.Fprintf(conn, "POST /v1/resolve HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", token, len(body), half); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		got, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(got), "the body did not arrive in time") {
+			t.Errorf("a body stalled past the read timeout: %d %s, want 408 saying the body did not arrive in time", res.StatusCode, got)
 		}
 	})
 }
