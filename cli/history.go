@@ -18,6 +18,8 @@ type historyOpts struct {
 	entity, key, check string
 	outcomes           []string
 	since, until       string
+	afterAt            string
+	afterID            int64
 	limit              int
 	json               bool
 	full               bool
@@ -46,6 +48,20 @@ func (o *historyOpts) Validate() error {
 	}
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
+	}
+	switch {
+	case o.afterAt != "" && o.afterID < 1:
+		return fmt.Errorf("--after-at %q needs --after-id: the id of the last record of the previous page, as its hint says", o.afterAt)
+	case o.afterID != 0 && o.afterAt == "":
+		return fmt.Errorf("--after-id %d needs --after-at: the finished time of that record, as the previous page's hint says", o.afterID)
+	case o.afterID < 0:
+		return fmt.Errorf("--after-id %d must be a record's id (positive)", o.afterID)
+	case o.afterAt != "":
+		t, err := time.Parse(time.RFC3339Nano, o.afterAt)
+		if err != nil {
+			return fmt.Errorf("--after-at %q is not an RFC 3339 time (e.g. 2030-06-01T15:04:05.123456Z)", o.afterAt)
+		}
+		f.AfterAt, f.AfterID = t.UTC(), o.afterID
 	}
 	if o.limit < 0 || o.limit > history.LimitMax {
 		return fmt.Errorf("--limit %d must be between 1 and %d (0 means %d)", o.limit, history.LimitMax, history.LimitDefault)
@@ -88,8 +104,11 @@ the failures in a row each job ended with and its last error. An error is cut
 to 60 characters in the table; --full prints it whole, and --json always
 does. Errors come from checks: control characters in them (newline, escape…)
 are shown escaped (\n, \x1b), never sent to the terminal. When more records
-match than --limit, a last line says so. --json prints one JSON array of
-records for scripts (and says on stderr when more records match).
+match than --limit, a last line says so and how to get the next page
+(--after-at and --after-id: the finished time and id of the last record
+shown). --json prints one JSON array of records for scripts, and says on
+stderr when more records match; the next page starts after the array's last
+record.
 
 history only reads: with SQLite, a database.path that names no file is an
 error, not a new empty database.`,
@@ -116,6 +135,8 @@ error, not a new empty database.`,
 	fl.StringSliceVar(&o.outcomes, "outcome", nil, "only these `OUTCOME`s (repeat or comma-separate)")
 	fl.StringVar(&o.since, "since", "", "finished at or after `TIME` (RFC 3339, or a duration ago: 24h)")
 	fl.StringVar(&o.until, "until", "", "finished before `TIME` (RFC 3339, or a duration ago)")
+	fl.StringVar(&o.afterAt, "after-at", "", "continue after the record that finished at `TIME` (the previous page's hint; needs --after-id)")
+	fl.Int64Var(&o.afterID, "after-id", 0, "continue after the record with this `ID` (the previous page's hint; needs --after-at)")
 	fl.IntVar(&o.limit, "limit", 0, fmt.Sprintf("at most `N` records (0 means %d)", history.LimitDefault))
 	fl.BoolVar(&o.json, "json", false, "print JSON for scripts (errors whole)")
 	fl.BoolVar(&o.full, "full", false, "print each last error whole, not cut to 60 characters")
@@ -144,9 +165,14 @@ func printHistory(ctx context.Context, out, errOut io.Writer, c *prescient.Clien
 	switch {
 	case len(recs) > limit:
 		recs = recs[:limit]
-		more = fmt.Sprintf("more records match than the %d shown: raise --limit (at most %d) or narrow the filters (--since, --until, --outcome, --check, --entity)", limit, history.LimitMax)
+		more = fmt.Sprintf("more records match than the %d shown", limit)
 	case len(recs) == history.LimitMax:
-		more = fmt.Sprintf("%d records shown, the most history lists at once: more may match; narrow the filters (--since, --until, --outcome, --check, --entity)", limit)
+		more = fmt.Sprintf("%d records shown, the most history lists at once: more may match", limit)
+	}
+	if more != "" {
+		last := recs[len(recs)-1]
+		more += fmt.Sprintf(": for the next page, run the same command with --after-at %s --after-id %d",
+			last.FinishedAt.UTC().Format(time.RFC3339Nano), last.ID)
 	}
 	if o.json {
 		if recs == nil {

@@ -534,7 +534,7 @@ func TestHistoryMoreFullAndEscaped(t *testing.T) {
 		wantContains(t, "history --limit 2", out,
 			`look up order: connection reset by peer \x1b[2J\nsecond lin…`,
 			"errors cut to 60 characters (…): --full prints them whole, as --json does",
-			"more records match than the 2 shown: raise --limit")
+			"more records match than the 2 shown: for the next page, run the same command with --after-at ")
 		noEscapes(t, "history", out)
 		if strings.Contains(out, "order   2 ") {
 			t.Errorf("history --limit 2 shows a third record:\n%s", out)
@@ -560,6 +560,71 @@ func TestHistoryMoreFullAndEscaped(t *testing.T) {
 			t.Errorf("history --json --limit 1 = %s; want one record with its error whole", mustJSON(recs))
 		}
 		wantContains(t, "history --json --limit 1, stderr", stderr, "note: more records match than the 1 shown")
+	})
+}
+
+// TestHistoryPages: following history's hint (--after-at, --after-id) from
+// page to page lists every record once, in order, though the records of
+// one transaction share their finished time: --until alone would skip
+// those a page ended among.
+func TestHistoryPages(t *testing.T) {
+	t.Parallel()
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		at := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+		var want []string
+		for i := range 7 {
+			// Records 3000..3004 finished together; 3005 and 3006 earlier.
+			fin := at
+			if i >= 5 {
+				fin = at.Add(-time.Duration(i) * time.Minute)
+			}
+			importHistory(t, st, &history.Record{ID: int64(3000 + i), Entity: "order", Key: fmt.Sprint(i), Check: "order_unshipped",
+				Outcome: history.Done, CheckCount: 1, FinishedAt: fin})
+		}
+		for _, id := range []int{3004, 3003, 3002, 3001, 3000, 3005, 3006} {
+			want = append(want, fmt.Sprint(id))
+		}
+		hint := regexp.MustCompile(`--after-at (\S+) --after-id (\d+)`)
+		var got []string
+		args := []string{"history", "--json", "--limit", "2"}
+		for page := 0; ; page++ {
+			if page > 5 {
+				t.Fatalf("history pages never end; listed %v", got)
+			}
+			stdout, stderr, err := h.runCtx(context.Background(), args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recs []*history.Record
+			oneJSON(t, strings.Join(args, " "), stdout, &recs)
+			for _, r := range recs {
+				got = append(got, fmt.Sprint(r.ID))
+			}
+			m := hint.FindStringSubmatch(stderr)
+			if m == nil {
+				break
+			}
+			args = []string{"history", "--json", "--limit", "2", "--after-at", m[1], "--after-id", m[2]}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("history paged 2 at a time listed %v, want %v", got, want)
+		}
+		out := h.mustRun("history", "--limit", "3")
+		wantContains(t, "history --limit 3", out, "more records match than the 3 shown: for the next page, run the same command with --after-at "+
+			at.Format(time.RFC3339Nano)+" --after-id 3002")
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"history", "--after-at", at.Format(time.RFC3339Nano)}, "--after-at " + `"` + at.Format(time.RFC3339Nano) + `" needs --after-id`},
+			{[]string{"history", "--after-id", "3002"}, "--after-id 3002 needs --after-at"},
+			{[]string{"history", "--after-at", "yesterday", "--after-id", "3002"}, `--after-at "yesterday" is not an RFC 3339 time`},
+		} {
+			_, _, err := h.runCtx(context.Background(), tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%v: %v, want an error saying %q", tt.args, err, tt.want)
+			}
+		}
 	})
 }
 

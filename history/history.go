@@ -99,6 +99,15 @@ type Filter struct {
 	// Since and Until bound FinishedAt: Since <= FinishedAt < Until.
 	Since time.Time
 	Until time.Time
+	// AfterAt and AfterID continue a listing after its last record: give
+	// them the FinishedAt and ID of the last record a previous call
+	// returned, and the call returns the records after it, in the same
+	// order (those that finished earlier, or at AfterAt with a lower ID).
+	// Until cannot do this alone: the records of one transaction share
+	// their FinishedAt, so a page may end in the middle of them. Both or
+	// neither.
+	AfterAt time.Time
+	AfterID int64
 	// Limit caps the number of records; 0 means LimitDefault.
 	Limit int
 }
@@ -115,6 +124,14 @@ func (f Filter) Validate() error {
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return fmt.Errorf("history filter: since %s is not before until %s", f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339))
+	}
+	switch {
+	case f.AfterID < 0:
+		return fmt.Errorf("history filter: after id %d must be a record's id (positive)", f.AfterID)
+	case f.AfterID > 0 && f.AfterAt.IsZero():
+		return fmt.Errorf("history filter: after id %d needs after at, the finished time of that record", f.AfterID)
+	case f.AfterID == 0 && !f.AfterAt.IsZero():
+		return fmt.Errorf("history filter: after at %s needs after id, the id of that record", f.AfterAt.Format(time.RFC3339Nano))
 	}
 	if f.Limit < 0 || f.Limit > LimitMax {
 		return fmt.Errorf("history filter: limit %d must be between 0 and %d", f.Limit, LimitMax)

@@ -227,13 +227,30 @@ func (a *api) jobs(ctx context.Context, r *http.Request) (int, any, error) {
 }
 
 // historyParams are the query parameters GET /v1/history accepts.
-var historyParams = []string{"entity", "key", "check", "outcome", "since", "until", "limit"}
+var historyParams = []string{"entity", "key", "check", "outcome", "since", "until", "after_at", "after_id", "limit"}
 
-// history is Client.History: {"records": [...]}, newest first. A parameter
-// left out or empty does not filter; outcome may be repeated, or list
-// outcomes separated by commas; since and until take an RFC 3339 time or a
-// Go duration before now (24h); limit is 1 to history.LimitMax, default
-// history.LimitDefault.
+// historyPage is the answer of GET /v1/history.
+type historyPage struct {
+	Records []*history.Record `json:"records"`
+	// More says more records match than were returned; Next is where the
+	// next page starts (its after_at and after_id parameters).
+	More bool         `json:"more"`
+	Next *historyNext `json:"next,omitempty"`
+}
+
+// historyNext is the position a next page of history starts after.
+type historyNext struct {
+	AfterAt time.Time `json:"after_at"`
+	AfterID int64     `json:"after_id"`
+}
+
+// history is Client.History: {"records": [...], "more": bool, "next":
+// {"after_at": ..., "after_id": ...}}, newest first (next only when more
+// match). A parameter left out or empty does not filter; outcome may be
+// repeated, or list outcomes separated by commas; since and until take an
+// RFC 3339 time or a Go duration before now (24h); after_at and after_id,
+// both or neither, continue after the record they name, as next gives them;
+// limit is 1 to history.LimitMax, default history.LimitDefault.
 func (a *api) history(ctx context.Context, r *http.Request) (int, any, error) {
 	q, err := query(r, historyParams)
 	if err != nil {
@@ -281,6 +298,20 @@ func (a *api) history(ctx context.Context, r *http.Request) (int, any, error) {
 		return 0, nil, badField("until", fmt.Sprintf("since %s is not before until %s",
 			f.Since.Format(time.RFC3339), f.Until.Format(time.RFC3339)))
 	}
+	atText, idText := q.Get("after_at"), q.Get("after_id")
+	switch {
+	case atText != "" && idText == "":
+		return 0, nil, badField("after_id", "after_at needs after_id: the id of the last record of the previous page, as its next gives it")
+	case idText != "" && atText == "":
+		return 0, nil, badField("after_at", "after_id needs after_at: the finished_at of that record, as the previous page's next gives it")
+	case atText != "":
+		if f.AfterAt, err = time.Parse(time.RFC3339Nano, atText); err != nil {
+			return 0, nil, badField("after_at", fmt.Sprintf("after_at %s is not an RFC 3339 time (e.g. 2030-06-01T15:04:05.123456Z)", quote(atText)))
+		}
+		if f.AfterID, err = strconv.ParseInt(idText, 10, 64); err != nil || f.AfterID < 1 {
+			return 0, nil, badField("after_id", fmt.Sprintf("after_id %s is not a record's id (a positive whole number)", quote(idText)))
+		}
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > history.LimitMax {
@@ -292,14 +323,28 @@ func (a *api) history(ctx context.Context, r *http.Request) (int, any, error) {
 	if err := f.Validate(); err != nil {
 		return 0, nil, badField("", err.Error())
 	}
+	// One record more than the limit says whether another page follows.
+	limit := f.EffectiveLimit()
+	f.Limit = min(limit+1, history.LimitMax)
 	recs, err := a.client.History(ctx, f)
 	if err != nil {
 		return 0, nil, err
 	}
-	if recs == nil {
-		recs = []*history.Record{}
+	page := &historyPage{Records: recs}
+	switch {
+	case len(recs) > limit:
+		page.Records, page.More = recs[:limit], true
+	case len(recs) == history.LimitMax:
+		page.More = true // cannot tell: the next page may be empty
 	}
-	return http.StatusOK, map[string]any{"records": recs}, nil
+	if page.More {
+		last := page.Records[len(page.Records)-1]
+		page.Next = &historyNext{AfterAt: last.FinishedAt.UTC(), AfterID: last.ID}
+	}
+	if page.Records == nil {
+		page.Records = []*history.Record{}
+	}
+	return http.StatusOK, page, nil
 }
 
 // query parses the query string of r, which may hold only the parameters

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -340,8 +341,51 @@ func TestAPIJobLifecycle(t *testing.T) {
 				t.Errorf("history?%s: %q, want %q", tc.query, got, tc.want)
 			}
 		}
-		if res := e.do("GET", "/v1/history?entity=payout", nil); string(res.body) != "{\"records\":[]}\n" {
-			t.Errorf("history of nothing: %s, want {\"records\":[]}", res.body)
+		if res := e.do("GET", "/v1/history?entity=payout", nil); string(res.body) != "{\"records\":[],\"more\":false}\n" {
+			t.Errorf("history of nothing: %s, want {\"records\":[],\"more\":false}", res.body)
+		}
+
+		// One record a page, following next: every record once, in order,
+		// though all three finished at the same instant (the clock stands).
+		var got []string
+		q := "limit=1"
+		for page := 0; ; page++ {
+			if page > 4 {
+				t.Fatalf("history pages never end; listed %v", got)
+			}
+			var p struct {
+				Records []history.Record
+				More    bool
+				Next    *struct {
+					AfterAt time.Time `json:"after_at"`
+					AfterID int64     `json:"after_id"`
+				}
+			}
+			e.ok(http.StatusOK, "GET", "/v1/history?"+q, nil, &p)
+			got = append(got, outcomes(p.Records))
+			if p.More != (p.Next != nil) {
+				t.Fatalf("history?%s: more %v with next %v", q, p.More, p.Next)
+			}
+			if !p.More {
+				break
+			}
+			q = fmt.Sprintf("limit=1&after_at=%s&after_id=%d", url.QueryEscape(p.Next.AfterAt.Format(time.RFC3339Nano)), p.Next.AfterID)
+		}
+		if want := "order_unshipped:cancelled order_unpaid:cancelled order_unshipped:resolved"; strings.Join(got, " ") != want {
+			t.Errorf("history one record a page: %q, want %q", strings.Join(got, " "), want)
+		}
+		for _, tc := range []struct{ query, field, want string }{
+			{"after_at=2026-03-10T09:00:00Z", "after_id", "after_at needs after_id"},
+			{"after_id=3", "after_at", "after_id needs after_at"},
+			{"after_at=yesterday&after_id=3", "after_at", `after_at "yesterday" is not an RFC 3339 time`},
+			{"after_at=2026-03-10T09:00:00Z&after_id=-1", "after_id", `after_id "-1" is not a record's id`},
+		} {
+			res := e.do("GET", "/v1/history?"+tc.query, nil)
+			var eb errorBody
+			_ = json.Unmarshal(res.body, &eb)
+			if res.status != http.StatusBadRequest || eb.Field == nil || *eb.Field != tc.field || !strings.Contains(eb.Error, tc.want) {
+				t.Errorf("history?%s: %d %s, want 400 on field %s saying %q", tc.query, res.status, res.body, tc.field, tc.want)
+			}
 		}
 	})
 }
@@ -495,7 +539,7 @@ func TestAPIErrors(t *testing.T) {
 		{"jobs control in key", "GET", "/v1/jobs/order/4%0A2", nil, nil, 400, "key", "key has U+000A, a control character", [2]string{}},
 		{"jobs query", "GET", "/v1/jobs/order/42?limit=3", nil, nil, 400, "limit", `unknown query parameter "limit" (this route takes none)`, [2]string{}},
 		{"history unknown parameter", "GET", "/v1/history?state=done", nil, nil, 400, "state",
-			`unknown query parameter "state" (the parameters are entity, key, check, outcome, since, until, limit)`, [2]string{}},
+			`unknown query parameter "state" (the parameters are entity, key, check, outcome, since, until, after_at, after_id, limit)`, [2]string{}},
 		{"history key alone", "GET", "/v1/history?key=42", nil, nil, 400, "key", `key "42" needs entity`, [2]string{}},
 		{"history bad outcome", "GET", "/v1/history?outcome=lost", nil, nil, 400, "outcome", `unknown outcome "lost" (want one of done, resolved`, [2]string{}},
 		{"history bad since", "GET", "/v1/history?since=yesterday", nil, nil, 400, "since", `since "yesterday" is neither an RFC 3339 time`, [2]string{}},

@@ -60,6 +60,12 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 	if !f.Until.IsZero() {
 		add("finished_at < $%d", f.Until)
 	}
+	if f.AfterID != 0 {
+		// Spelled out rather than as (finished_at, id) < (…), so that the
+		// bound on finished_at reaches every index on it.
+		args = append(args, f.AfterAt, f.AfterID)
+		where = append(where, fmt.Sprintf("finished_at <= $%d AND (finished_at < $%d OR id < $%d)", len(args)-1, len(args)-1, len(args)))
+	}
 	sql := `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
 		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
 		finished_at, finished_by
