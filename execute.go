@@ -69,6 +69,9 @@ const reclaimWait = 5 * time.Second
 type unit struct {
 	check *checks.Check
 	jobs  []*checks.Job
+	// refused, when set, is why the check is not called for these jobs:
+	// they fail with it (see wrongEntity).
+	refused error
 }
 
 // ran is what became of one unit.
@@ -420,17 +423,45 @@ func finishCtx(hard context.Context) (context.Context, context.CancelFunc) {
 // units splits claimed jobs into calls: one for a batch check's jobs, one per
 // job for single-job checks.
 func (c *Client) units(batch *checks.Check, jobs []*checks.Job) []unit {
-	if batch != nil {
-		return []unit{{check: batch, jobs: jobs}}
-	}
 	us := make([]unit, 0, len(jobs))
+	if batch != nil {
+		run := jobs
+		if batch.Opts.Entity != "" {
+			run = make([]*checks.Job, 0, len(jobs))
+			for _, j := range jobs {
+				if err := wrongEntity(batch, j); err != nil {
+					us = append(us, unit{check: batch, jobs: []*checks.Job{j}, refused: err})
+				} else {
+					run = append(run, j)
+				}
+			}
+		}
+		if len(run) > 0 {
+			us = append(us, unit{check: batch, jobs: run})
+		}
+		return us
+	}
 	for _, j := range jobs {
 		// plan looked every check up; one that vanished leaves its job due.
 		if ch, ok := c.cfg.Checks.Lookup(j.Check); ok {
-			us = append(us, unit{check: ch, jobs: []*checks.Job{j}})
+			us = append(us, unit{check: ch, jobs: []*checks.Job{j}, refused: wrongEntity(ch, j)})
 		}
 	}
 	return us
+}
+
+// wrongEntity is the failure of a job of another entity than the one its
+// check watches (checks.Opts.Entity): the check is not called with it, as it
+// would look the job's key up in the wrong place. Clients that know the
+// check refuse to schedule such a job (ErrWrongEntity), and so does the SQL
+// API; one that does not know it (an application's client with no checks
+// registered) cannot, so the job fails here, saying why.
+func wrongEntity(ch *checks.Check, j *checks.Job) error {
+	if ch.Opts.Entity == "" || ch.Opts.Entity == j.Entity {
+		return nil
+	}
+	return fmt.Errorf("%w: check %s watches entity %s only, and this job is of entity %s; it was not called (schedule the job for entity %s)",
+		ErrWrongEntity, ch.Name, ch.Opts.Entity, j.Entity, ch.Opts.Entity)
 }
 
 // errAbortedStatement marks a check that returned no error after one of its
@@ -447,6 +478,12 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 	now := c.now()
 	for _, j := range u.jobs {
 		j.Now = now
+	}
+	if u.refused != nil {
+		// The check is not called: nothing was written to undo, so the
+		// failure goes with the others' writes, as a kept unit.
+		limits := c.cfg.Guards.Override(u.check.Opts.Guards)
+		return ran{decisions: c.decideUnit(limits, u, nil, u.refused, 0), kept: true}, nil
 	}
 	if isolate {
 		if err := tx.Savepoint(hard); err != nil {
