@@ -494,6 +494,13 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 // yamlLineRE finds the line in a syntax error of the YAML parser.
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
+// yamlParserProblems are the problems yaml.v3's parser (not its scanner)
+// reports. For them it gives the line before the one it means: the line of
+// a mark it counts from 0 (the construct the problem is in, such as an
+// unclosed "{", or else where it found the problem), where the scanner's
+// problems are counted from 1.
+var yamlParserProblems = regexp.MustCompile(`^(did not find expected (',' or '\]'|',' or '\}'|'-' indicator|<document start>|<stream-start>|key|node content)|found duplicate %(TAG|YAML) directive|found incompatible YAML document|found undefined tag handle)$`)
+
 // parseDocument parses data as one YAML document and returns its root node,
 // or nil when it holds no keys (an empty file, or only comments). A second
 // document is an error at the line of the "---" or "..." that separates it:
@@ -510,6 +517,9 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = err.Error()[len(m[0]):]
+			if yamlParserProblems.MatchString(msg) {
+				line++
+			}
 		}
 		if lines := bytes.Split(data, []byte("\n")); line > 0 && line <= len(lines) && bytes.ContainsRune(lines[line-1], '\t') {
 			msg += " (the line holds a tab: YAML indents with spaces only)"

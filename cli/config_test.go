@@ -528,12 +528,16 @@ func TestConfigRefusesSecondDocument(t *testing.T) {
 }
 
 // TestConfigSyntaxErrorLine: a YAML syntax error names the line where the
-// parser found it.
+// parser found it, or the line of the construct it is in (an unclosed "{"
+// or "["): not the line before, as yaml.v3 says of its parser's problems.
 func TestConfigSyntaxErrorLine(t *testing.T) {
 	for _, tt := range []struct{ body, want string }{
 		{"workers: 3\nslots:\n\tresolution: 1m\n", ":3: not valid YAML: found character that cannot start any token (the line holds a tab: YAML indents with spaces only)"},
-		{"workers: 3\nlog:\n  level: info\n - debug\n", ":3: not valid YAML: did not find expected key"},
+		{"workers: 3\nlog:\n  level: info\n - debug\n", ":4: not valid YAML: did not find expected key"},
 		{"workers: 3\n server: a\n", ":2: not valid YAML: mapping values are not allowed in this context"},
+		{"workers: 3\nsinks:\n  ops: {type: log\n  hook: {type: log}\n", ":3: not valid YAML: did not find expected ',' or '}'"},
+		{"workers: 3\nsinks:\n  ops: {type: log}\nchecks:\n  c:\n    stages: [{after: 1h, event: e}\n    query: x\n", ":6: not valid YAML: did not find expected ',' or ']'"},
+		{"log:\n  - debug\n  level: info\n", ":2: not valid YAML: did not find expected '-' indicator"},
 	} {
 		path := writeConfig(t, tt.body)
 		_, err := loadConfig(path, noEnv)
