@@ -308,6 +308,16 @@ func TestJobCommands(t *testing.T) {
 	wantContains(t, "cancel one", h.mustRun("cancel", "order", "43", "order_unshipped"), "cancelled 1 job(s)")
 	wantContains(t, "cancel entity", h.mustRun("cancel", "payout", "7"), "cancelled 1 job(s)")
 	wantContains(t, "cancel missing", h.mustRun("cancel", "order", "99"), "cancelled 0 job(s)")
+	// A check no one knows is most likely misspelt: said on stderr, not
+	// for a known check with nothing pending (found by a new user's trial).
+	if _, stderr, err := h.runCtx(context.Background(), "cancel", "order", "99", "order_unshipped"); err != nil || stderr != "" {
+		t.Errorf("cancel a known check with nothing pending: %v, stderr %q; want no note", err, stderr)
+	}
+	stdout, stderr, err = h.runCtx(context.Background(), "cancel", "order", "42", "order_unshiped")
+	if err != nil || !strings.Contains(stdout, "cancelled 0 job(s)") ||
+		!strings.Contains(stderr, `note: no check is named "order_unshiped" (the checks known: `) || !strings.Contains(stderr, "order_unshipped") {
+		t.Errorf("cancel a check no one knows: %v, stdout %q, stderr %q; want 0 cancelled and a note naming the checks known", err, stdout, stderr)
+	}
 
 	var recs []*history.Record
 	if err := json.Unmarshal([]byte(h.mustRun("history", "--json")), &recs); err != nil {
