@@ -195,6 +195,27 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 		t.Errorf("schedule of a known check: %v, stderr %q; want no error and no warning", err, stderr)
 	}
 
+	// A job refused for its key is not warned of: it does not exist
+	// (found by a new user's trial).
+	_, stderr, err = h.runCtx(context.Background(), "schedule", "order", "a\tb", "order_unshiped", "--in", "1h")
+	if err == nil || strings.Contains(stderr, "warning") {
+		t.Errorf("schedule of an unknown check with a key holding a tab: %v, stderr %q; want an error and no warning", err, stderr)
+	}
+
+	// A time that has passed runs in a later slot, which is said.
+	stdout, stderr, err := h.runCtx(context.Background(), "schedule", "order", "5", "order_unshipped", "--at", "2020-01-01T00:00:00Z")
+	if err != nil || !strings.Contains(stdout, "created") ||
+		!strings.Contains(stderr, "note: --at 2020-01-01T00:00:00Z has passed (it is ") || !strings.Contains(stderr, "the check runs in slot ") {
+		t.Errorf("schedule --at in 2020: %v, stdout %q, stderr %q; want it created and a note that the time had passed", err, stdout, stderr)
+	}
+	_, stderr, err = h.runCtx(context.Background(), "reschedule", "order", "5", "order_unshipped", "--at", "2021-01-01T00:00:00Z")
+	if err != nil || !strings.Contains(stderr, "note: --at 2021-01-01T00:00:00Z has passed") {
+		t.Errorf("reschedule --at in 2021: %v, stderr %q; want a note that the time had passed", err, stderr)
+	}
+	if _, stderr, err = h.runCtx(context.Background(), "reschedule", "order", "5", "order_unshipped", "--at", "2099-01-01T00:00:00Z"); err != nil || stderr != "" {
+		t.Errorf("reschedule --at in 2099: %v, stderr %q; want no note", err, stderr)
+	}
+
 	// On a fresh database no server has recorded a catalog, but this
 	// binary runs order_unshipped itself: it is known.
 	fresh := sqliteHarness(t, filepath.Join(t.TempDir(), "fresh.db"), "")

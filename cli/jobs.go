@@ -97,10 +97,17 @@ scripts.`,
 				return err
 			}
 			defer s.close()
-			if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client, o.check, o.requireKnown); err != nil {
+			if o.requireKnown {
+				if err := knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client, o.check, true); err != nil {
+					return err
+				}
+			}
+			if err := schedule(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o); err != nil {
 				return err
 			}
-			return schedule(cmd.Context(), cmd.OutOrStdout(), s.client, o)
+			// Warned once the job exists: not of a job refused for its
+			// key or payload (found by a new user's trial).
+			return knownCheck(cmd.Context(), cmd.ErrOrStderr(), s.client, o.check, false)
 		},
 	}
 	cmd.Flags().StringVar(&o.at, "at", "", "check at or after `TIME` (RFC 3339)")
@@ -138,10 +145,11 @@ func knownCheck(ctx context.Context, errOut io.Writer, c *prescient.Client, chec
 	return nil
 }
 
-func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *scheduleOpts) error {
+func schedule(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *scheduleOpts) error {
+	now := c.Config().Now()
 	at := o.when
 	if at.IsZero() {
-		at = c.Config().Now().Add(o.after)
+		at = now.Add(o.after)
 	}
 	p := prescient.ScheduleParams{Entity: o.entity, Key: o.key, Check: o.check, At: at, OnConflict: o.rule}
 	if o.rawJSON != nil {
@@ -151,6 +159,7 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 	if err != nil {
 		return err
 	}
+	notePassed(errOut, o.at, o.when, now, job)
 	g := c.Config().Grid
 	if o.json {
 		return writeJSON(out, scheduledJob{Job: job, Position: g.Position(job.NextCheckAt), Created: &job.Inserted})
@@ -168,6 +177,17 @@ func schedule(ctx context.Context, out io.Writer, c *prescient.Client, o *schedu
 		g.Position(job.NextCheckAt), positionLabel(g, g.Position(job.NextCheckAt)),
 		fmtSlot(job.FirstCheckAt), job.CheckCount)
 	return nil
+}
+
+// notePassed says on errOut when --at (at, parsed as when) had passed
+// before now and the job's check was moved to a later slot: a wrong year or
+// day would otherwise run the check at once, with no word of it.
+func notePassed(errOut io.Writer, at string, when, now time.Time, job *prescient.Job) {
+	if when.IsZero() || !when.Before(now) || !job.NextCheckAt.After(when) {
+		return
+	}
+	fmt.Fprintf(errOut, "note: --at %s has passed (it is %s): the check runs in slot %s instead\n",
+		at, now.UTC().Format(time.RFC3339), fmtSlot(job.NextCheckAt))
 }
 
 // scheduledJob is the --json output of schedule and reschedule: the pending

@@ -55,7 +55,7 @@ exits with status 1. --json prints the moved job for scripts.`,
 				return err
 			}
 			defer s.close()
-			return reschedule(cmd.Context(), cmd.OutOrStdout(), s.client, o)
+			return reschedule(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.at, "at", "", "check at or after `TIME` (RFC 3339)")
@@ -65,10 +65,11 @@ exits with status 1. --json prints the moved job for scripts.`,
 	return cmd
 }
 
-func reschedule(ctx context.Context, out io.Writer, c *prescient.Client, o *rescheduleOpts) error {
+func reschedule(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *rescheduleOpts) error {
+	now := c.Config().Now()
 	at := o.when
 	if at.IsZero() {
-		at = c.Config().Now().Add(o.after)
+		at = now.Add(o.after)
 	}
 	job, err := c.Reschedule(ctx, o.entity, o.key, o.check, at)
 	if errors.Is(err, prescient.ErrNotFound) {
@@ -78,6 +79,7 @@ func reschedule(ctx context.Context, out io.Writer, c *prescient.Client, o *resc
 	if err != nil {
 		return err // the client says "reschedule" and names the job
 	}
+	notePassed(errOut, o.at, o.when, now, job)
 	g := c.Config().Grid
 	p := g.Position(job.NextCheckAt)
 	if o.json {
