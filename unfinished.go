@@ -3,6 +3,7 @@ package prescient
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -44,14 +45,21 @@ import (
 // attempts among those (and still left behind): so a second count during a
 // slot drops the attempts that ended since the first, and adds none that
 // other servers' groups (most likely still running) recorded meanwhile.
-// The client's own attempts still running are not left behind; those of
-// other servers still running cannot be told apart, and at worst make their
-// jobs (which those servers hold, and this one will skip) suspects.
+// The client's own attempts still running are not left behind, and neither
+// are those another live server may still be running (see mayRun); the
+// others are: those of servers gone, or of a live server's earlier life.
 func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (map[int64]int, map[int64]bool, error) {
 	left, err := c.drv.AttemptsLeft(ctx)
 	if err != nil || len(left) == 0 {
 		return nil, nil, err
 	}
+	var servers []*driver.Server
+	if slices.ContainsFunc(left, func(a *driver.Attempt) bool { return a.Server != c.cfg.Server }) {
+		if servers, err = c.drv.ServerList(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	now := c.now()
 	n := make(map[int64]int)
 	counted := make(map[int64]bool)
 	for _, a := range left {
@@ -61,12 +69,38 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (map[int6
 		if among != nil && !among[a.ID] {
 			continue
 		}
+		if c.mayRun(a, servers, now) {
+			continue
+		}
 		counted[a.ID] = true
 		for _, id := range a.JobIDs {
 			n[id]++
 		}
 	}
 	return n, counted, nil
+}
+
+// mayRun reports whether attempt a may be a group another server is still
+// running: the server is live, in the life it recorded a in (it has not
+// restarted since), and a is younger than the longest a group may run here
+// (GroupDuration and the largest runtime guard, and ServerTimeout for the
+// clocks' difference). Counting such an attempt would take a group at work
+// for a crash: with the default MaxUnfinished, one server killed made a job
+// run alone on another while a third was running it, and one more such
+// count would have ended the job failed without a crash. A live server
+// counts its own attempts left behind (a transaction of its that died) at
+// its next firing, and every server counts them once they are that old.
+func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now time.Time) bool {
+	if a.Server == c.cfg.Server {
+		return false
+	}
+	i := slices.IndexFunc(servers, func(s *driver.Server) bool { return s.Name == a.Server })
+	if i < 0 {
+		return false
+	}
+	s := servers[i]
+	longest := c.cfg.GroupDuration + max(c.cfg.Guards.Runtime, c.cfg.Checks.MaxRuntime()) + c.cfg.ServerTimeout
+	return s.Live(now, c.cfg.ServerTimeout) && !a.StartedAt.Before(s.StartedAt) && now.Sub(a.StartedAt) < longest
 }
 
 // sortUnfinished splits due jobs by the attempts left behind that name them:

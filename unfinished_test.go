@@ -389,3 +389,62 @@ func TestAttemptsCountedAgainBeforeCondemning(t *testing.T) {
 		})
 	}
 }
+
+// An attempt another live server recorded in its present life, younger than
+// a group may run, may be a group at work there: it is not counted against
+// its jobs. Counted, it took a group at work for a crash, and with one crash
+// left behind by a server gone, ended a job failed that never crashed
+// anything (found by an operator's trial: one SIGKILL counted twice). Such
+// an attempt counts once it is older than a group may run, or when the
+// server has restarted since, or is gone.
+func TestAttemptsOfALiveServerNotCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		live       bool          // "other" heartbeats now
+		restarted  bool          // "other" started after recording its attempt
+		age        time.Duration // of "other"'s attempt
+		wantFailed bool
+	}{
+		{"live, young", true, false, time.Second, false},
+		{"live, older than a group may run", true, false, 2 * time.Hour, true},
+		{"live, restarted since", true, true, time.Second, true},
+		{"gone", false, false, time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, h *harness) {
+				const at = "2026-03-10T10:15:00Z"
+				slot := ts(at)
+				clk := newClock("2026-03-10T10:00:00Z")
+				c := h.client(clk, register(t, "c", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+					return time.Time{}, writeAlert(ctx, j)
+				}, nil), func(cfg *prescient.Config) { cfg.MaxUnfinished = 2 })
+				x := schedule(t, c, "x", "c", at)
+				leaveAttempt(t, h, slot, x) // a server gone: one crash
+				now := slot.Add(3 * time.Second)
+				started := now.Add(-time.Hour)
+				if tc.restarted {
+					started = now.Add(-tc.age / 2)
+				}
+				heartbeat := now
+				if !tc.live {
+					heartbeat = now.Add(-time.Hour)
+				}
+				if err := h.store.Driver().ServerHeartbeat(context.Background(), &driver.Server{
+					Name: "other", StartedAt: started, HeartbeatAt: heartbeat, Timeout: 30 * time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := h.store.Driver().AttemptStart(context.Background(),
+					&driver.AttemptStartParams{Server: "other", Slot: slot, StartedAt: now.Add(-tc.age), IDs: []int64{x.ID}}); err != nil {
+					t.Fatal(err)
+				}
+				clk.Set(now.Format(time.RFC3339Nano))
+				fire(t, c, at)
+				if tc.wantFailed {
+					wantOutcome(t, c, "x", history.Failed, 0)
+				} else {
+					wantOutcome(t, c, "x", history.Done, 1)
+				}
+			})
+		})
+	}
+}
