@@ -485,7 +485,8 @@ func TestJSONOutput(t *testing.T) {
 // (exiting non-zero when not), without a database.
 func TestSlotsJSON(t *testing.T) {
 	t.Parallel()
-	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "slots: {resolution: 6h, cycle: 24h}\nownership:\n  static:\n    a: [0, 1]\n    b: [1, 2, 3]\n")}
+	config := writeConfig(t, "slots: {resolution: 6h, cycle: 24h}\nownership:\n  static:\n    a: [0, 1]\n    b: [1, 2, 3]\n")
+	h := &harness{t: t, env: map[string]string{"PRESCIENT_SERVER": "a"}, config: config}
 	var rep slotsReport
 	oneJSON(t, "slots --json", h.mustRun("slots", "--json"), &rep)
 	want := slotsReport{Resolution: "6h0m0s", Offset: "0s", Cycle: "24h0m0s", Ownership: "static", Valid: true,
@@ -495,6 +496,13 @@ func TestSlotsJSON(t *testing.T) {
 		Warnings: []string{"position 1 (06:00) is fired by 2 servers: a, b (safe, but each slot is fired twice)"}}
 	if mustJSON(rep) != mustJSON(want) {
 		t.Errorf("slots --json =\n%s\nwant\n%s", mustJSON(rep), mustJSON(want))
+	}
+	// The warning the text gives of a server name the map leaves out is in
+	// the JSON too (found by an operator's trial).
+	rep = slotsReport{}
+	oneJSON(t, "slots --json as server z", (&harness{t: t, env: map[string]string{"PRESCIENT_SERVER": "z"}, config: config}).mustRun("slots", "--json"), &rep)
+	if len(rep.Warnings) != 2 || !strings.Contains(rep.Warnings[1], `server name, "z" (server, PRESCIENT_SERVER or the host name), is not in ownership.static`) {
+		t.Errorf("slots --json as server z: warnings %q; want the overlap and that z is not in the map", rep.Warnings)
 	}
 
 	bad := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n")}

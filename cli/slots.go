@@ -112,7 +112,7 @@ func printSlotsJSON(out io.Writer, cfg *Config, validate func() error) error {
 			rep.Positions[p].Servers = append(rep.Positions[p].Servers, pc.Ownership.Owners(p)...)
 		}
 	}
-	rep.Warnings = append(rep.Warnings, overlapWarnings(cfg)...)
+	rep.Warnings = append(rep.Warnings, slotsWarnings(cfg)...)
 	verr := validate()
 	rep.Valid = verr == nil
 	if verr != nil {
@@ -122,6 +122,19 @@ func printSlotsJSON(out io.Writer, cfg *Config, validate func() error) error {
 		return err
 	}
 	return verr
+}
+
+// slotsWarnings are the warnings of `prescient slots`, in its text and in
+// its --json alike: the positions several servers fire, and a server name
+// the static map leaves out.
+func slotsWarnings(cfg *Config) []string {
+	pc := cfg.clientConfig()
+	out := overlapWarnings(cfg)
+	if len(pc.Ownership) > 0 && !pc.AutoOwnership && len(pc.Ownership[pc.Server]) == 0 {
+		out = append(out, fmt.Sprintf("this configuration's server name, %q (server, PRESCIENT_SERVER or the host name), is not in ownership.static: "+
+			"a server started with it would fire no slot", pc.Server))
+	}
+	return out
 }
 
 // overlapWarnings says which positions several servers fire.
@@ -196,12 +209,8 @@ func printSlots(out io.Writer, cfg *Config, validate func() error) error {
 	}
 	tw.Flush()
 
-	for _, w := range overlapWarnings(cfg) {
+	for _, w := range slotsWarnings(cfg) {
 		fmt.Fprintln(out, "warning: "+w)
-	}
-	if len(own) > 0 && !pc.AutoOwnership && len(own[pc.Server]) == 0 {
-		fmt.Fprintf(out, "warning: this configuration's server name, %q (server, PRESCIENT_SERVER or the host name), is not in ownership.static: "+
-			"a server started with it would fire no slot\n", pc.Server)
 	}
 	if err := validate(); err != nil {
 		return err
