@@ -7,8 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -199,11 +203,32 @@ func describeStore(cfg *Config) string {
 // describePostgres names a PostgreSQL database by host, port and name, and
 // the schema; an empty schema is the search_path's.
 func describePostgres(url, schema string) string {
+	return describePostgresAt(url, schema, "")
+}
+
+// describePostgresAt is describePostgres for a store connected to the
+// address at: a URL of several hosts (a primary and its standbys) names
+// them all, and at, the one the connection reached.
+func describePostgresAt(url, schema, at string) string {
 	pc, err := pgconn.ParseConfig(url)
 	if err != nil {
 		return "postgres (database.url does not parse)"
 	}
-	s := fmt.Sprintf("postgres %s:%d/%s", pc.Host, pc.Port, pc.Database)
+	hosts := []string{net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))}
+	for _, f := range pc.Fallbacks {
+		if h := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	var s string
+	switch {
+	case len(hosts) == 1:
+		s = fmt.Sprintf("postgres %s/%s", hosts[0], pc.Database)
+	case at != "":
+		s = fmt.Sprintf("postgres %s/%s (connected to %s)", strings.Join(hosts, ","), pc.Database, at)
+	default:
+		s = fmt.Sprintf("postgres %s/%s", strings.Join(hosts, ","), pc.Database)
+	}
 	if schema == "" {
 		return s + " (schema: the first of the search_path)"
 	}
@@ -211,15 +236,25 @@ func describePostgres(url, schema string) string {
 }
 
 // describeOpen is describeStore for an open store: the schema of a
-// PostgreSQL store without database.schema is asked of the database.
+// PostgreSQL store without database.schema is asked of the database, and
+// which of several hosts it reached, of its connection.
 func describeOpen(ctx context.Context, st prescient.Store, cfg *Config) string {
-	if pg, ok := st.(*postgres.Store); ok && cfg.Database.Schema == "" {
-		var schema *string
-		if err := pg.Pool().QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err == nil && schema != nil {
-			return describePostgres(cfg.Database.URL, *schema)
-		}
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return describeStore(cfg)
 	}
-	return describeStore(cfg)
+	schema, at := cfg.Database.Schema, ""
+	if conn, err := pg.Pool().Acquire(ctx); err == nil {
+		defer conn.Release()
+		if schema == "" {
+			var s *string
+			if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&s); err == nil && s != nil {
+				schema = *s
+			}
+		}
+		at = conn.Conn().PgConn().Conn().RemoteAddr().String()
+	}
+	return describePostgresAt(cfg.Database.URL, schema, at)
 }
 
 // useRecordedGrid settles the slot grid of cfg with the one the servers

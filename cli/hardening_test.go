@@ -166,6 +166,29 @@ func TestOutputNamesTheDatabase(t *testing.T) {
 				strings.Join(args, " "), out)
 		}
 	}
+
+	// A URL of several hosts (a primary and its standby) names them all,
+	// and the one reached: not the first alone, which here does not even
+	// listen (found by an operator's trial).
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A port just freed: nothing listens on it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dead, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	real := u.Host
+	u.Host = "127.0.0.1:" + dead + "," + real
+	multi := &harness{t: t, env: map[string]string{EnvDatabaseURL: u.String()}, config: writeConfig(t, "database:\n  schema: "+schema+"\n")}
+	out := multi.mustRun("status")
+	want := "database: postgres 127.0.0.1:" + dead + "," + real + "/"
+	if !strings.HasPrefix(out, want) || !strings.Contains(out, "(connected to "+real+") schema "+schema+"\n") {
+		t.Errorf("prescient status on a URL of two hosts, the first down: output does not start with %q and name %s as reached:\n%s", want, real, out)
+	}
 }
 
 // TestScheduleOfAnUnknownCheck: scheduling a check no server has registered
