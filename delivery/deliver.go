@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -105,6 +106,9 @@ type Deliverer struct {
 	stopWork context.CancelFunc // stop claiming
 	stopHard context.CancelFunc // cancel the sends under way
 	wg       sync.WaitGroup
+	// interrupted counts the sends Stop cut short: it reports them, and
+	// nothing when none was under way as the grace ended.
+	interrupted atomic.Int32
 }
 
 // New returns a Deliverer over drv. The targets' names must be valid and
@@ -185,7 +189,8 @@ func (d *Deliverer) Wake() {
 // Stop stops claiming deliveries (a claim already sent finishes), lets the
 // sends under way finish until ctx ends, then cancels them (an attempt cut short this way does not count: it
 // is due again at once, for any server), and returns once every result is
-// recorded. It returns ctx's error if it had to cancel sends.
+// recorded. It returns ctx's error if it had to cancel sends; not when
+// ctx ends with nothing under way, even if it had ended before the call.
 func (d *Deliverer) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	started := d.started
@@ -201,8 +206,14 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 		d.stopHard()
 		return nil
 	case <-ctx.Done():
+		// The grace may have ended before Stop was called (the checks'
+		// shutdown took it all): workers that were idle are merely
+		// returning, and nothing of theirs is cut short.
 		d.stopHard()
 		<-done
+		if d.interrupted.Load() == 0 {
+			return nil
+		}
 		return ctx.Err()
 	}
 }
@@ -309,6 +320,7 @@ func (d *Deliverer) attempt(hard context.Context, t *Target, dl *Delivery) {
 		case err == nil:
 			p.State = driver.DeliveryDelivered
 		case hard.Err() != nil:
+			d.interrupted.Add(1)
 			p.State, p.NextAttemptAt, p.Attempts, p.Err = driver.DeliveryPending, now, dl.Attempts-1, errInterrupted.Error()
 		case dl.Attempts >= t.MaxAttempts:
 			p.State = driver.DeliveryDead

@@ -67,6 +67,28 @@ func TestSlowSinkDelaysOnlyItself(t *testing.T) {
 	})
 }
 
+// Stopping idle workers after the grace has already ended (the checks'
+// shutdown took it all) cuts nothing short, and says so: no error, which
+// `prescient run` logged as sends cut short while none was under way
+// (found by an operator's trial).
+func TestStopIdleAfterTheGraceEnded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, drv driver.Driver) {
+		clk := newClock()
+		for i := range 20 {
+			var logs syncBuffer
+			d := newDeliverer(t, drv, clk, delivery.Target{Name: "console", Sink: &delivery.Log{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+			d.Start()
+			// Stopped at once, or once its first look found nothing due.
+			time.Sleep(time.Duration(i%3) * 10 * time.Millisecond)
+			stopCtx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := d.Stop(stopCtx); err != nil {
+				t.Fatalf("run %d: Stop of idle workers with the grace over: %v, want no error (nothing was under way)", i, err)
+			}
+		}
+	})
+}
+
 // syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type syncBuffer struct {
 	mu sync.Mutex
