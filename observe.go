@@ -173,9 +173,9 @@ func (c *Client) checkFinished(check string, slot time.Time, d driver.Decision, 
 
 // slotFired logs a firing of slot that started at start (the client's
 // clock) and took took, and tells the observer. A slot with work in it (jobs
-// checked or left pending for want of their check) is logged at Info, an
-// empty one at Debug (also when shutdown cut it short), one cut short by a
-// failure at Warn.
+// checked or left pending for want of their check) is logged at Info, and
+// so is one shutdown cut short (its jobs left due say nothing otherwise), an
+// empty one at Debug, one cut short by a failure at Warn.
 func (c *Client) slotFired(slot time.Time, kind string, start time.Time, took time.Duration, did *SlotRecord, err error, stopping bool) {
 	if did == nil {
 		did = &SlotRecord{}
@@ -186,7 +186,7 @@ func (c *Client) slotFired(slot time.Time, kind string, start time.Time, took ti
 	switch {
 	case err != nil && !stopping:
 		level = slog.LevelWarn
-	case did.Checked > 0 || did.Unknown > 0:
+	case did.Checked > 0 || did.Unknown > 0 || err != nil:
 		level = slog.LevelInfo
 	}
 	if c.log.Enabled(context.Background(), level) {

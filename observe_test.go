@@ -215,6 +215,42 @@ func withMsg(recs []map[string]any, msg string) []map[string]any {
 	return out
 }
 
+// A slot whose firing is stopped (its context ends) before any job is
+// checked is logged at INFO with its error: its jobs, left due, say nothing
+// otherwise, and at DEBUG the line was lost in a server's shutdown (found
+// by an operator's trial).
+func TestSlotCutShortByStopLogged(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		var buf bytes.Buffer
+		started := make(chan struct{})
+		var once sync.Once
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, register(t, "c", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			once.Do(func() { close(started) })
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		}, nil), func(cfg *prescient.Config) {
+			cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
+		for i := range 3 {
+			schedule(t, c, fmt.Sprint(i), "c", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-started; cancel() }()
+		if _, err := c.FireSlot(ctx, ts("2026-03-10T10:15:00Z")); err == nil {
+			t.Fatal("FireSlot stopped while its first check ran: no error")
+		}
+		fired := withMsg(logRecords(t, &buf), "slot fired")
+		if len(fired) != 1 || fired[0]["level"] != "INFO" || fired[0]["jobs"] != 0.0 || fired[0]["error"] == nil {
+			t.Errorf("slot stopped before any job was checked logged as %v, want one line at INFO with jobs 0 and its error", fired)
+		}
+		for i := range 3 {
+			wantPending(t, c, fmt.Sprint(i), "c")
+		}
+	})
+}
+
 // TestSlotAndSweepLogs: at info a slot with jobs in it is logged once, with
 // its counts, and an empty slot or an empty sweep not at all; at debug every
 // slot and every sweep is logged.
