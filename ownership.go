@@ -84,14 +84,18 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		}
 		c.own.mu.Lock()
 		live := c.own.live(c.cfg.Server, servers, now, c.cfg.ServerTimeout)
-		next := slots.Assign(live, c.cfg.Grid.Positions())
+		next, others := assignAuto(c.cfg.Server, live, servers, c.cfg.Grid.Positions())
 		// A standby (no position before) that takes positions over sweeps
 		// too; only the first assignment, at start-up, does not.
 		assigned, before := c.own.auto != nil, c.own.auto[c.cfg.Server]
 		c.own.auto = next
 		c.own.mu.Unlock()
 		if !slices.Equal(before, next[c.cfg.Server]) {
-			c.log.Info("positions changed", "live_servers", len(slices.Compact(slices.Sorted(slices.Values(live)))), "from", before, "to", next[c.cfg.Server])
+			attrs := []any{"live_servers", len(slices.Compact(slices.Sorted(slices.Values(live)))), "from", before, "to", next[c.cfg.Server]}
+			if len(others) > 0 {
+				attrs = append(attrs, "fired_by_static_servers", others)
+			}
+			c.log.Info("positions changed", attrs...)
 			// Taking over positions may mean a server died mid-slot: its
 			// rolled-back jobs are overdue in slots the ledger may already
 			// call complete. Sweep now rather than on the schedule.
@@ -101,7 +105,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		}
 	}
 	err := c.drv.ServerHeartbeat(ctx, &driver.Server{Name: c.cfg.Server, StartedAt: c.startedAt, HeartbeatAt: now, Positions: c.Positions(),
-		Firing: c.heldSlots(), Timeout: c.cfg.ServerTimeout, Checks: c.checkNames()})
+		Firing: c.heldSlots(), Timeout: c.cfg.ServerTimeout, Checks: c.checkNames(), Ownership: c.ownershipMode()})
 	if err != nil {
 		if stopping.Err() != nil {
 			return err // stopping: the store did not fail
@@ -110,6 +114,66 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		return c.setHealth(fmt.Errorf("prescient: %w", err)) // the driver says "heartbeat of server ..."
 	}
 	return c.setHealth(nil)
+}
+
+// ownershipMode says how this server owns positions, for its heartbeat.
+func (c *Client) ownershipMode() string {
+	switch {
+	case c.cfg.AutoOwnership:
+		return driver.OwnershipAuto
+	case len(c.cfg.Ownership) == 0:
+		return driver.OwnershipEvery
+	}
+	return driver.OwnershipStatic
+}
+
+// assignAuto shares n positions among the live servers of automatic
+// ownership (self, and those whose heartbeat says so or says nothing: an
+// older prescient's), leaving out the positions the live servers of static
+// ownership, or of every position, fire: those it returns, ascending. A
+// static server counted among the others was given positions it never
+// fired, and one of its own went unfired until the sweep, when an operator
+// moved servers from static to automatic ownership one at a time.
+func assignAuto(self string, live []string, servers []*driver.Server, n int) (slots.Ownership, []int) {
+	byName := make(map[string]*driver.Server, len(servers))
+	for _, s := range servers {
+		byName[s.Name] = s
+	}
+	fixed := make([]bool, n)
+	var auto, others []string
+	for _, name := range live {
+		s := byName[name]
+		if name == self || s == nil || s.Ownership == "" || s.Ownership == driver.OwnershipAuto {
+			auto = append(auto, name)
+			continue
+		}
+		others = append(others, name)
+		for _, p := range s.Positions {
+			if p >= 0 && p < n {
+				fixed[p] = true
+			}
+		}
+	}
+	if len(others) == 0 {
+		return slots.Assign(auto, n), nil
+	}
+	var free, taken []int
+	for p, f := range fixed {
+		if f {
+			taken = append(taken, p)
+		} else {
+			free = append(free, p)
+		}
+	}
+	out := make(slots.Ownership, len(auto))
+	for name, is := range slots.Assign(auto, len(free)) {
+		ps := make([]int, len(is))
+		for i, x := range is {
+			ps[i] = free[x]
+		}
+		out[name] = ps
+	}
+	return out, taken
 }
 
 // live returns self and the servers whose heartbeat moved within timeout

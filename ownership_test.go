@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -108,4 +110,73 @@ func TestAutoOwnershipSpreadsAndTakesOver(t *testing.T) {
 		}
 		t.Logf("takeover: %d jobs, 0 duplicates, 0 lost, worst lateness %s", jobs, worst)
 	}(t, openPostgres(t))
+}
+
+// Servers of static ownership beside servers of automatic ownership (an
+// operator moving servers from one to the other, one at a time): the
+// automatic ones share the positions the live static ones do not fire, so
+// that every position is fired by someone. Counted among them, a static
+// server was given positions it never fired, and one of its own went
+// unfired until the sweep (found by an operator's trial). A server whose
+// heartbeat says nothing of its ownership (an older prescient's) counts as
+// automatic, as before; so does a static server once it is gone.
+func TestAutoOwnershipBesideStaticServers(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	ctx := context.Background()
+	clk := newClock("2026-03-10T10:00:00Z")
+	quarters := slots.Grid{Resolution: 15 * time.Minute, Cycle: time.Hour}
+	static := h.client(clk, &checks.Registry{}, func(c *prescient.Config) {
+		c.Server, c.Grid = "web-1", quarters
+		c.Ownership = slots.Ownership{"web-1": {0, 2}, "web-2": {1, 3}}
+	})
+	auto := map[string]*prescient.Client{}
+	for _, name := range []string{"a-1", "a-2"} {
+		auto[name] = h.client(clk, &checks.Registry{}, func(c *prescient.Config) {
+			c.Server, c.Grid, c.AutoOwnership = name, quarters, true
+			c.Heartbeat, c.ServerTimeout = time.Minute, 3*time.Minute
+		})
+	}
+	beatAll := func(cs ...*prescient.Client) {
+		for range 2 { // the first to beat have not yet seen the others
+			for _, c := range cs {
+				if err := c.Heartbeat(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	owned := func(cs ...*prescient.Client) []int {
+		var all []int
+		for _, c := range cs {
+			all = append(all, c.Positions()...)
+		}
+		slices.Sort(all)
+		return all
+	}
+
+	beatAll(static, auto["a-1"], auto["a-2"])
+	if got := owned(auto["a-1"], auto["a-2"]); !slices.Equal(got, []int{1, 3}) {
+		t.Errorf("beside web-1 (static: 0, 2), the automatic servers own %v, want [1 3], once each", got)
+	}
+	if got := owned(static, auto["a-1"], auto["a-2"]); !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Errorf("every server together owns %v, want each position once", got)
+	}
+
+	// web-1 gone: the automatic servers take every position.
+	clk.Add(10 * time.Minute)
+	beatAll(auto["a-1"], auto["a-2"])
+	if got := owned(auto["a-1"], auto["a-2"]); !slices.Equal(got, []int{0, 1, 2, 3}) {
+		t.Errorf("with web-1 gone, the automatic servers own %v, want each position once", got)
+	}
+
+	// A server that says nothing of its ownership counts as automatic.
+	if err := h.store.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "old", StartedAt: clk.Now(), HeartbeatAt: clk.Now(),
+		Positions: []int{0, 1, 2, 3}, Timeout: 3 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	beatAll(auto["a-1"], auto["a-2"])
+	if n := len(owned(auto["a-1"], auto["a-2"])); n == 4 || n == 0 {
+		t.Errorf("beside a server of an older prescient, the automatic servers own %d positions, want them shared with it", n)
+	}
 }

@@ -393,7 +393,19 @@ type Server struct {
 	// heartbeat recorded them; nil when it did not (an older prescient),
 	// so that no one can say which it runs.
 	Checks []string `json:"checks"`
+	// Ownership is how the server owns positions, as its latest heartbeat
+	// recorded it: OwnershipAuto, OwnershipStatic or OwnershipEvery; ""
+	// when it did not (an older prescient), which servers of automatic
+	// ownership take for one of theirs.
+	Ownership string `json:"ownership,omitempty"`
 }
+
+// The ways a server owns positions (Server.Ownership).
+const (
+	OwnershipAuto   = "auto"   // shares them with the other live servers of automatic ownership
+	OwnershipStatic = "static" // fires those its static map gives it
+	OwnershipEvery  = "every"  // fires every position
+)
 
 // Live reports whether the server heartbeated within its own Timeout of
 // now, or within timeout when it recorded none.

@@ -23,12 +23,14 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 		firing = []time.Time{}
 	}
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks, checks_at)
-		VALUES ($1, $2, $3, $4, $5, $3, nullif($6::bigint, 0), $7, $3)
+		INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks, checks_at,
+			ownership, ownership_at)
+		VALUES ($1, $2, $3, $4, $5, $3, nullif($6::bigint, 0), $7, $3, nullif($8, ''), $3)
 		ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
 			heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
-			firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks, checks_at = excluded.checks_at`,
-		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing, srv.Timeout.Microseconds(), srv.Checks)
+			firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks, checks_at = excluded.checks_at,
+			ownership = excluded.ownership, ownership_at = excluded.ownership_at`,
+		srv.Name, srv.StartedAt, srv.HeartbeatAt, positions, firing, srv.Timeout.Microseconds(), srv.Checks, srv.Ownership)
 	if err != nil {
 		return fmt.Errorf("heartbeat of server %q: %w", srv.Name, interpretError(ctx, err))
 	}
@@ -43,7 +45,8 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			-- What another heartbeat wrote (an older prescient's since) is stale.
 			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '{}' END,
 			CASE WHEN firing_at = heartbeat_at THEN coalesce(timeout_us, 0) ELSE 0 END,
-			CASE WHEN checks_at = heartbeat_at THEN checks END
+			CASE WHEN checks_at = heartbeat_at THEN checks END,
+			CASE WHEN ownership_at = heartbeat_at THEN coalesce(ownership, '') ELSE '' END
 		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(ctx, err))
@@ -53,7 +56,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			srv     driver.Server
 			timeout int64
 		)
-		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing, &timeout, &srv.Checks); err != nil {
+		if err := row.Scan(&srv.Name, &srv.StartedAt, &srv.HeartbeatAt, &srv.Positions, &srv.Firing, &timeout, &srv.Checks, &srv.Ownership); err != nil {
 			return nil, err
 		}
 		srv.Timeout = duration(timeout)

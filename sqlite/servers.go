@@ -40,12 +40,14 @@ func (s *Store) ServerHeartbeat(ctx context.Context, srv *driver.Server) error {
 	}
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks, checks_at)
-			VALUES ($1, $2, $3, $4, $5, $3, $6, $7, $3)
+			INSERT INTO prescient_servers (name, started_at, heartbeat_at, positions, firing, firing_at, timeout_us, checks, checks_at,
+				ownership, ownership_at)
+			VALUES ($1, $2, $3, $4, $5, $3, $6, $7, $3, nullif($8, ''), $3)
 			ON CONFLICT (name) DO UPDATE SET started_at = excluded.started_at,
 				heartbeat_at = excluded.heartbeat_at, positions = excluded.positions, firing = excluded.firing,
-				firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks, checks_at = excluded.checks_at`,
-			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f), nullDuration(srv.Timeout), checks)
+				firing_at = excluded.firing_at, timeout_us = excluded.timeout_us, checks = excluded.checks, checks_at = excluded.checks_at,
+				ownership = excluded.ownership, ownership_at = excluded.ownership_at`,
+			srv.Name, micros(srv.StartedAt), micros(srv.HeartbeatAt), string(b), string(f), nullDuration(srv.Timeout), checks, srv.Ownership)
 		return err
 	})
 	if err != nil {
@@ -62,7 +64,8 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			-- What another heartbeat wrote (an older prescient's since) is stale.
 			CASE WHEN firing_at = heartbeat_at THEN firing ELSE '[]' END,
 			CASE WHEN firing_at = heartbeat_at THEN coalesce(timeout_us, 0) ELSE 0 END,
-			CASE WHEN checks_at = heartbeat_at THEN checks END
+			CASE WHEN checks_at = heartbeat_at THEN checks END,
+			CASE WHEN ownership_at = heartbeat_at THEN coalesce(ownership, '') ELSE '' END
 		FROM prescient_servers ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list servers: %w", interpretError(err))
@@ -78,7 +81,7 @@ func (s *Store) ServerList(ctx context.Context) ([]*driver.Server, error) {
 			timeout       int64
 			checks        sql.NullString
 		)
-		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing, &timeout, &checks); err != nil {
+		if err := rows.Scan(&srv.Name, &started, &beat, &positions, &firing, &timeout, &checks, &srv.Ownership); err != nil {
 			return nil, fmt.Errorf("list servers: %w", interpretError(err))
 		}
 		srv.StartedAt = fromMicros(started)
