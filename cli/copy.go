@@ -124,12 +124,17 @@ type copyResult struct {
 	History int    `json:"history"`
 	Catalog int    `json:"catalog"`
 	Events  int    `json:"events"`
+	// Attempts counts the attempts left behind by the source's servers
+	// (see retry.max_unfinished).
+	Attempts int `json:"attempts"`
 	// PendingDeliveries counts the copied deliveries still to be sent.
 	PendingDeliveries int `json:"pending_deliveries"`
 	// Grid is the grid recorded in the target: the source's, or the
 	// configured one when the source had none.
 	Grid         slots.Grid `json:"-"`
 	GridFromConf bool       `json:"grid_from_config"`
+	// toSchema is --to-schema, for the advice that follows.
+	toSchema string
 }
 
 // runCopy opens both stores, refusing a missing SQLite file or a target that
@@ -168,7 +173,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	}
 	prog.done("%d job(s), %d history record(s), %d event(s), %d catalog entries copied", res.Jobs, res.History, res.Events, res.Catalog)
 	res.From = describeOpen(ctx, src, cfg)
-	res.To = describePostgres(o.to, o.toSchema)
+	res.To, res.toSchema = describePostgres(o.to, o.toSchema), o.toSchema
 	if o.json {
 		return writeJSON(out, struct {
 			*copyResult
@@ -320,6 +325,17 @@ func copyStoreProgress(ctx context.Context, src driver.Driver, dst *postgres.Sto
 		}
 		after = events[len(events)-1].Event.ID
 	}
+	// The attempts left behind (checks that started and never finished,
+	// their servers gone) go too: their jobs' allowance of crashes
+	// (retry.max_unfinished) does not start again on the target.
+	attempts, err := src.AttemptsLeft(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("copy: read the source: %w", err)
+	}
+	if err := dst.AttemptsImport(ctx, tx, attempts); err != nil {
+		return nil, fmt.Errorf("copy: write the target (nothing was committed): %w", err)
+	}
+	res.Attempts = len(attempts)
 	prog.set("%d job(s), %d history record(s), %d event(s) copied; committing", res.Jobs, res.History, res.Events)
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("copy: commit on the target (nothing was committed): %w", err)
@@ -356,6 +372,9 @@ func writeCopyResult(out io.Writer, r *copyResult) {
 	fmt.Fprintf(out, "  history records  %d\n", r.History)
 	fmt.Fprintf(out, "  events           %d (%d deliveries still to send, by the target's servers)\n", r.Events, r.PendingDeliveries)
 	fmt.Fprintf(out, "  catalog entries  %d\n", r.Catalog)
+	if r.Attempts > 0 {
+		fmt.Fprintf(out, "  attempts left    %d (checks that started and never finished: they count against their jobs' retry.max_unfinished)\n", r.Attempts)
+	}
 	grid := "every " + r.Grid.Resolution.String()
 	if r.Grid.Offset != 0 {
 		grid += " offset " + r.Grid.Offset.String()
@@ -364,5 +383,9 @@ func writeCopyResult(out io.Writer, r *copyResult) {
 		grid += " (from the configuration: the source had none recorded)"
 	}
 	fmt.Fprintf(out, "  slot grid        %s\n", grid)
-	fmt.Fprintln(out, "next: point database.url at the target (or set "+EnvDatabaseURL+"), then start the servers")
+	next := "next: point database.url at the target (or set " + EnvDatabaseURL + ")"
+	if r.toSchema != "" {
+		next += " and database.schema at " + r.toSchema
+	}
+	fmt.Fprintln(out, next+"; rewrite the queries of declared checks for PostgreSQL (= ANY($1), not json_each($1)); then start the servers")
 }

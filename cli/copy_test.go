@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -229,6 +230,15 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		}
 	}
 
+	// A check that started and never finished (its server died) left an
+	// attempt behind: it counts against its job on the target too (found
+	// by a new user's trial: the crash count started again).
+	crashedAt := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	if _, err := src.Driver().AttemptStart(context.Background(), &driver.AttemptStartParams{
+		Server: "dead", Slot: crashedAt, StartedAt: crashedAt, IDs: []int64{srcJobs[0].ID}}); err != nil {
+		t.Fatal(err)
+	}
+
 	url, schema := pgtest.SchemaName(t)
 	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+dbPath+"\n")}
 	out := h.mustRun("copy", "--to", url, "--to-schema", schema, "--page-size", "2")
@@ -237,6 +247,8 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		fmt.Sprintf("pending jobs     %d\n", len(srcJobs)),
 		fmt.Sprintf("history records  %d\n", len(srcRecs)),
 		"catalog entries  3\n",
+		"attempts left    1 (",
+		"and database.schema at "+schema+";", "= ANY($1)",
 		"slot grid        every 10m0s offset 2m0s\n",
 		"database.url")
 
@@ -254,6 +266,10 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		for _, d := range fieldDiffs(dstRecs[i], srcRecs[i]) {
 			t.Errorf("history record %d (%s/%s/%s): %s", srcRecs[i].ID, srcRecs[i].Entity, srcRecs[i].Key, srcRecs[i].Check, d)
 		}
+	}
+	if left, err := dst.AttemptsLeft(context.Background()); err != nil || len(left) != 1 || left[0].Server != "dead" ||
+		!left[0].Slot.Equal(crashedAt) || !left[0].StartedAt.Equal(crashedAt) || !slices.Equal(left[0].JobIDs, []int64{srcJobs[0].ID}) {
+		t.Errorf("target attempts: %+v, %v; want the source's one, naming job %d", left, err, srcJobs[0].ID)
 	}
 	if g, err := dst.GridGet(context.Background()); err != nil || g.Resolution != copyGrid.Resolution || g.Offset != copyGrid.Offset {
 		t.Errorf("target grid: %v, %v; want %v", g, err, copyGrid)

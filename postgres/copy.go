@@ -453,3 +453,25 @@ func (s *Store) OutboxImport(ctx context.Context, tx any, entries []*driver.Outb
 func advanceEventIDs(ctx context.Context, tx pgx.Tx, maxID int64) error {
 	return advanceSequence(ctx, tx, "prescient_outbox", maxID)
 }
+
+// AttemptsImport records attempts left behind by another store's servers
+// (`prescient copy`), in tx: each names jobs whose checks started and never
+// finished, and counts against them here as it did there
+// (retry.max_unfinished). Each gets a new id; its server, slot, start and
+// jobs are kept.
+func (s *Store) AttemptsImport(ctx context.Context, tx any, attempts []*driver.Attempt) error {
+	if len(attempts) == 0 {
+		_, err := callerTx(tx)
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, a := range attempts {
+		b.Queue(`INSERT INTO prescient_attempts (server, slot, started_at, job_ids) VALUES ($1, $2, $3, $4)`,
+			a.Server, a.Slot, a.StartedAt, a.JobIDs)
+	}
+	err := s.inTx(ctx, tx, func(t pgx.Tx) error { return t.SendBatch(ctx, b).Close() })
+	if err != nil {
+		return fmt.Errorf("import attempts: %w", interpretError(ctx, err))
+	}
+	return nil
+}
