@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prescient-dev/prescient"
+	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
 
@@ -80,8 +81,12 @@ prints what was done as one JSON document for scripts.`,
 			if res.Replaced != "" {
 				// Said once more, for the operator who changed it by
 				// mistake: the servers and the SQL functions follow it.
-				fmt.Fprintf(cmd.OutOrStdout(), "the slot grid recorded before, %s, is replaced: prescient_schedule rounds to the new one now, "+
-					"restart the servers with it, and their sweep moves the jobs scheduled on the old one onto it\n", res.Replaced)
+				sqlFollows := ""
+				if _, ok := st.(*postgres.Store); ok {
+					sqlFollows = "prescient_schedule rounds to the new one now, "
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "the slot grid recorded before, %s, is replaced: %s"+
+					"restart the servers with it, and their sweep moves the jobs scheduled on the old one onto it\n", res.Replaced, sqlFollows)
 			}
 			return nil
 		},
