@@ -160,6 +160,10 @@ func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (presc
 	}
 	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns, Workers: cfg.Workers})
 	if err != nil {
+		if _, env := cfg.env["database.url"]; !env && cfg.Line("database.url") > 0 {
+			// Where the URL is written, as for database.path.
+			return nil, &ConfigError{File: cfg.file, Line: cfg.Line("database.url"), Key: "database.url", Err: err}
+		}
 		return nil, fmt.Errorf("%s: %w", cfg.source("database.url"), err)
 	}
 	return st, nil

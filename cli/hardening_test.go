@@ -507,6 +507,13 @@ func TestEnvironmentOverridesNamedInErrors(t *testing.T) {
 			t.Errorf("%s: error %q; want it to begin %q and not name the file", tc.name, err, tc.want)
 		}
 	}
+	// A URL written in the file is named by its line, as database.path is
+	// (found by a new user's trial).
+	inFile := writeConfig(t, "workers: 3\ndatabase:\n  url: postgres://root:hunter2@127.0.0.1:99999/x\n")
+	_, _, err := runAt(t, ctx, time.Now(), map[string]string{}, inFile, "status")
+	if want := inFile + ":3: database.url: open postgres: cannot parse"; err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("status with a bad database.url in the file: %v; want it to begin %q, without the password", err, want)
+	}
 }
 
 // The CLI's PostgreSQL pool is sized for its workers unless
