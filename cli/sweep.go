@@ -33,7 +33,9 @@ func (e *env) sweepCommand() *cobra.Command {
 		Long: `sweep takes the overdue jobs: those due in a slot before the one in progress
 that no server processed (downtime, a crash). With --mode run it fires their
 slots now, oldest first, running the checks in this process (so only checks
-built into this binary run; others stay pending). With --mode reslot it moves
+built into this binary run; others stay pending), under the configuration's
+server name, which the ledger and history record; the events the checks
+raise are delivered by the servers, once one runs. With --mode reslot it moves
 them to the next slot, where its owner fires them. The default is sweep.mode
 from the configuration.
 
