@@ -38,6 +38,10 @@ type Status struct {
 	// and its jobs wait. Nil while a live server does not say which checks
 	// it runs (an older prescient).
 	RunBy map[string][]string `json:"run_by,omitempty"`
+	// FiredBy names, per slot of Jobs.Upcoming (in its order), the live
+	// servers whose latest heartbeats list its position: empty when none
+	// does, and its jobs wait for a sweep.
+	FiredBy [][]string `json:"upcoming_fired_by"`
 	// Deliveries counts, per sink, the pending and dead deliveries of
 	// events and those delivered over the last day.
 	Deliveries map[string]*DeliveryCount `json:"deliveries"`
@@ -101,6 +105,16 @@ func (c *Client) Status(ctx context.Context, opts *StatusOpts) (*Status, error) 
 		st.Servers[i] = &ServerStatus{Server: s, Alive: s.Live(now, c.cfg.ServerTimeout)}
 	}
 	st.RunBy = runBy(st.Servers, st.Jobs.ByCheck)
+	st.FiredBy = make([][]string, len(st.Jobs.Upcoming))
+	for i, l := range st.Jobs.Upcoming {
+		p := c.cfg.Grid.Position(l.Slot)
+		st.FiredBy[i] = []string{}
+		for _, s := range st.Servers {
+			if s.Alive && slices.Contains(s.Positions, p) {
+				st.FiredBy[i] = append(st.FiredBy[i], s.Name)
+			}
+		}
+	}
 	var states []SlotState
 	states, st.Incomplete = JudgeSlots(recs, cut, servers, now, st.Current, c.cfg.ServerTimeout)
 	st.Recent = make([]*RecentSlot, len(recs))

@@ -111,13 +111,17 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 		fmt.Fprintln(out, "  (none)")
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  SLOT\tIN\tJOBS")
-		for _, l := range j.Upcoming {
+		fmt.Fprintln(tw, "  SLOT\tIN\tJOBS\tFIRED BY")
+		for i, l := range j.Upcoming {
 			in := "in progress" // the slot in progress, due already
 			if l.Slot.After(st.Now) {
 				in = l.Slot.Sub(st.Now).Round(time.Second).String()
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\n", fmtSlot(l.Slot), in, l.Jobs)
+			by := "no live server (a sweep takes its jobs once due)"
+			if i < len(st.FiredBy) && len(st.FiredBy[i]) > 0 {
+				by = strings.Join(st.FiredBy[i], ", ")
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", fmtSlot(l.Slot), in, l.Jobs, by)
 		}
 		tw.Flush()
 	}

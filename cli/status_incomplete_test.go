@@ -335,3 +335,34 @@ func TestStatusSaysWhoRunsEachCheck(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusSaysWhoFiresEachUpcomingSlot: `prescient status` listed upcoming
+// slots without saying that no live server fires one (a static owner died),
+// which the status page said (found by an operator's trial).
+func TestStatusSaysWhoFiresEachUpcomingSlot(t *testing.T) {
+	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
+		now := time.Now()
+		h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+		wantMatch(t, "status, no server", h.mustRun("status"), `(?m)^  SLOT\s+IN\s+JOBS\s+FIRED BY$`,
+			`(?m)^  \S+\s+\S+\s+1\s+no live server \(a sweep takes its jobs once due\)$`)
+		every := make([]int, 96) // 15-minute slots over a day: every position
+		for i := range every {
+			every[i] = i
+		}
+		for _, s := range []*driver.Server{
+			{Name: "web-1", StartedAt: now, HeartbeatAt: now, Positions: every},
+			{Name: "gone", StartedAt: now, HeartbeatAt: now.Add(-time.Hour), Positions: every},
+		} {
+			if err := st.Driver().ServerHeartbeat(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantMatch(t, "status", h.mustRun("status"), `(?m)^  \S+\s+\S+\s+1\s+web-1$`)
+		var js struct {
+			FiredBy [][]string `json:"upcoming_fired_by"`
+		}
+		if raw := h.mustRun("status", "--json"); json.Unmarshal([]byte(raw), &js) != nil || !reflect.DeepEqual(js.FiredBy, [][]string{{"web-1"}}) {
+			t.Errorf("status --json upcoming_fired_by: %v, want [[web-1]]\n%s", js.FiredBy, raw)
+		}
+	})
+}
