@@ -157,9 +157,10 @@ type Driver interface {
 	// HistoryCounts counts history records per outcome finished at or after since.
 	HistoryCounts(ctx context.Context, since time.Time) (map[history.Outcome]int, error)
 	// HistoryPrune deletes history records finished before `before`, ledger
-	// rows of slots before it, and events recorded before it that no sink
+	// rows of slots before it, events recorded before it that no sink
 	// still has to deliver (with their deliveries), in bounded batches, and
-	// returns how many history records went.
+	// the servers whose last heartbeat is before it, and returns how many
+	// history records went.
 	HistoryPrune(ctx context.Context, before time.Time) (int, error)
 
 	// DeliveriesClaim claims up to p.Limit deliveries of sink p.Sink that

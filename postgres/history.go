@@ -202,6 +202,10 @@ func (s *Store) HistoryPrune(ctx context.Context, before time.Time) (int, error)
 		if _, err := tx.Exec(ctx, `DELETE FROM prescient_slots WHERE slot < $1`, before); err != nil {
 			return err
 		}
+		// Servers gone since before: a heartbeat revives a live one.
+		if _, err := tx.Exec(ctx, `DELETE FROM prescient_servers WHERE heartbeat_at < $1`, before); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, attemptsPruneSQL)
 		return err
 	})

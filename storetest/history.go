@@ -109,12 +109,25 @@ func testHistoryCountsAndPrune(t *testing.T, h *Harness) {
 			t.Fatalf("start slot: %v", err)
 		}
 	}
+	// A server gone since before the prune is forgotten; one that
+	// heartbeated since stays.
+	for _, srv := range []*driver.Server{
+		{Name: "gone", StartedAt: at(0), HeartbeatAt: at(time.Hour)},
+		{Name: "live", StartedAt: at(0), HeartbeatAt: at(4 * time.Hour)},
+	} {
+		if err := h.Store.ServerHeartbeat(t.Context(), srv); err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+	}
 	if h.SetPruneBatch != nil {
 		h.SetPruneBatch(1) // the two records go in two batches
 	}
 	n, err := h.Store.HistoryPrune(t.Context(), prune)
 	if err != nil || n != 2 {
 		t.Fatalf("prune: %d, %v; want 2, nil", n, err)
+	}
+	if srvs, err := h.Store.ServerList(t.Context()); err != nil || len(srvs) != 1 || srvs[0].Name != "live" {
+		t.Errorf("servers after prune before %v: %v, %v; want live alone", prune, srvs, err)
 	}
 	recs, err := h.Store.HistoryList(t.Context(), history.Filter{})
 	if err != nil {
