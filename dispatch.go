@@ -325,7 +325,7 @@ list:
 // group of this client running, of this slot or of another (a sweep, a
 // catch-up, FireSlot), so that a crash then names that job and no other.
 // It reports false if work ended.
-func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, condemned []*driver.DueJob, left map[int64]int,
+func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, condemned []*driver.DueJob, left leftBehind,
 	tally func(*SlotRecord, error), countUnknown func(map[string]int)) bool {
 	run := func(g group, exclusive bool) bool {
 		select {
@@ -344,13 +344,13 @@ func (c *Client) runAlone(work, hard context.Context, slot time.Time, alone, con
 		for i, d := range condemned {
 			ids[i] = d.ID
 		}
-		if !run(group{ids: ids, condemned: left}, false) {
+		if !run(group{ids: ids, condemned: left.sure}, false) {
 			return false
 		}
 	}
 	for _, d := range alone {
 		c.log.Info("running alone a job whose check started and never finished before", "id", d.ID, "check", d.Check,
-			"attempts", left[d.ID], "max_unfinished", c.cfg.MaxUnfinished)
+			"attempts", left.all[d.ID], "max_unfinished", c.cfg.MaxUnfinished)
 		groups, unk := plan([]*driver.DueJob{d}, c.cfg.Checks.Lookup, 1, 1, 1)
 		countUnknown(unk)
 		for _, g := range groups {

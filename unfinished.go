@@ -40,27 +40,34 @@ import (
 // side by side, up to Workers at once: a server killed with hundreds of
 // checks in flight does not make the next one run them one after the other.
 
+// leftBehind counts, per job, the attempts left behind that name it: all of
+// them, and those surely left behind, which are not possibly a group
+// another live server is still running (see mayRun).
+type leftBehind struct {
+	all, sure map[int64]int
+}
+
 // unfinished returns, per job, how many attempts left behind name it, and
 // the ids of the attempts it counted. With among set, it counts only the
 // attempts among those (and still left behind): so a second count during a
 // slot drops the attempts that ended since the first, and adds none that
 // other servers' groups (most likely still running) recorded meanwhile.
-// The client's own attempts still running are not left behind, and neither
-// are those another live server may still be running (see mayRun); the
-// others are: those of servers gone, or of a live server's earlier life.
-func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (map[int64]int, map[int64]bool, error) {
+// The client's own attempts still running are not left behind; another
+// live server's may be, or may be its groups at work: they count in all,
+// and not in sure.
+func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehind, map[int64]bool, error) {
 	left, err := c.drv.AttemptsLeft(ctx)
 	if err != nil || len(left) == 0 {
-		return nil, nil, err
+		return leftBehind{}, nil, err
 	}
 	var servers []*driver.Server
 	if slices.ContainsFunc(left, func(a *driver.Attempt) bool { return a.Server != c.cfg.Server }) {
 		if servers, err = c.drv.ServerList(ctx); err != nil {
-			return nil, nil, err
+			return leftBehind{}, nil, err
 		}
 	}
 	now := c.now()
-	n := make(map[int64]int)
+	lb := leftBehind{all: make(map[int64]int), sure: make(map[int64]int)}
 	counted := make(map[int64]bool)
 	for _, a := range left {
 		if _, running := c.attempts.Load(a.ID); running {
@@ -69,27 +76,29 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (map[int6
 		if among != nil && !among[a.ID] {
 			continue
 		}
-		if c.mayRun(a, servers, now) {
-			continue
-		}
 		counted[a.ID] = true
+		sure := !c.mayRun(a, servers, now)
 		for _, id := range a.JobIDs {
-			n[id]++
+			lb.all[id]++
+			if sure {
+				lb.sure[id]++
+			}
 		}
 	}
-	return n, counted, nil
+	return lb, counted, nil
 }
 
 // mayRun reports whether attempt a may be a group another server is still
 // running: the server is live, in the life it recorded a in (it has not
 // restarted since), and a is younger than the longest a group may run here
 // (GroupDuration and the largest runtime guard, and ServerTimeout for the
-// clocks' difference). Counting such an attempt would take a group at work
-// for a crash: with the default MaxUnfinished, one server killed made a job
-// run alone on another while a third was running it, and one more such
-// count would have ended the job failed without a crash. A live server
-// counts its own attempts left behind (a transaction of its that died) at
-// its next firing, and every server counts them once they are that old.
+// clocks' difference). Such an attempt cannot be told from one the server
+// left when it died a moment ago (it is live until its heartbeat is judged
+// stale): it counts toward running its jobs on their own, or alone, which
+// isolates a culprit at once, and not toward ending a job failed without
+// running, which a group at work must never cause (with MaxUnfinished 2, a
+// crash and another server's group at work ended a job that crashed
+// nothing, in the moment between that group's attempt and its claim).
 func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now time.Time) bool {
 	if a.Server == c.cfg.Server {
 		return false
@@ -106,16 +115,17 @@ func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now time.Ti
 // sortUnfinished splits due jobs by the attempts left behind that name them:
 // those named by none; the suspects to run on their own, side by side; those
 // to run alone, which one more crash would condemn; and the condemned, named
-// by at least max.
-func sortUnfinished(due []*driver.DueJob, left map[int64]int, max int) (clean, suspects, alone, condemned []*driver.DueJob) {
-	if len(left) == 0 {
+// by at least max attempts surely left behind. A job that max attempts name
+// only with those that may be groups at work runs alone.
+func sortUnfinished(due []*driver.DueJob, left leftBehind, max int) (clean, suspects, alone, condemned []*driver.DueJob) {
+	if len(left.all) == 0 {
 		return due, nil, nil, nil
 	}
 	for _, d := range due {
-		switch n := left[d.ID]; {
+		switch n := left.all[d.ID]; {
 		case n == 0:
 			clean = append(clean, d)
-		case n >= max:
+		case left.sure[d.ID] >= max:
 			condemned = append(condemned, d)
 		case n+1 >= max:
 			alone = append(alone, d)

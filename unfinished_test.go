@@ -391,13 +391,14 @@ func TestAttemptsCountedAgainBeforeCondemning(t *testing.T) {
 }
 
 // An attempt another live server recorded in its present life, younger than
-// a group may run, may be a group at work there: it is not counted against
-// its jobs. Counted, it took a group at work for a crash, and with one crash
-// left behind by a server gone, ended a job failed that never crashed
-// anything (found by an operator's trial: one SIGKILL counted twice). Such
-// an attempt counts once it is older than a group may run, or when the
-// server has restarted since, or is gone.
-func TestAttemptsOfALiveServerNotCounted(t *testing.T) {
+// a group may run, may be a group at work there: it does not end a job
+// failed without running (it runs alone instead). Counted toward that, it
+// took a group at work for a crash, and with one crash left behind by a
+// server gone, ended a job failed that never crashed anything (found by an
+// operator's trial: one SIGKILL counted twice). Such an attempt counts in
+// full once it is older than a group may run, or when the server has
+// restarted since, or is gone.
+func TestAttemptsOfALiveServerDoNotCondemn(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		live       bool          // "other" heartbeats now
