@@ -100,15 +100,21 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehi
 // crash and another server's group at work ended a job that crashed
 // nothing, in the moment between that group's attempt and its claim).
 func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now time.Time) bool {
-	if a.Server == c.cfg.Server {
+	if a.Server == c.cfg.Server && !c.startedAt.IsZero() {
+		// A running server's own: those it runs are not counted at all
+		// (Client.attempts), so this one was left behind.
 		return false
 	}
+	// Another server's, or the running server's whose name a command
+	// (`prescient sweep`) shares.
 	i := slices.IndexFunc(servers, func(s *driver.Server) bool { return s.Name == a.Server })
 	if i < 0 {
 		return false
 	}
 	s := servers[i]
-	longest := c.cfg.GroupDuration + max(c.cfg.Guards.Runtime, c.cfg.Checks.MaxRuntime()) + c.cfg.ServerTimeout
+	// A group that fails optimistically runs again under the same attempt:
+	// twice its time, and the clocks' difference.
+	longest := 2*(c.cfg.GroupDuration+max(c.cfg.Guards.Runtime, c.cfg.Checks.MaxRuntime())) + c.cfg.ServerTimeout
 	return s.Live(now, c.cfg.ServerTimeout) && !a.StartedAt.Before(s.StartedAt) && now.Sub(a.StartedAt) < longest
 }
 
