@@ -212,8 +212,10 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		if i > 0 && (work.Err() != nil || hard.Err() != nil || time.Since(began) >= c.cfg.GroupDuration) {
 			if work.Err() == nil {
 				for _, u := range units[i:] {
-					if !heldJob(held, u.jobs[0].ID) {
-						rest = append(rest, u.jobs[0].ID)
+					for _, j := range u.jobs { // a batch check's unit has several
+						if !heldJob(held, j.ID) {
+							rest = append(rest, j.ID)
+						}
 					}
 				}
 			}
