@@ -93,7 +93,7 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		if !slices.Equal(before, next[c.cfg.Server]) {
 			attrs := []any{"live_servers", len(slices.Compact(slices.Sorted(slices.Values(live)))), "from", before, "to", next[c.cfg.Server]}
 			if len(others) > 0 {
-				attrs = append(attrs, "fired_by_static_servers", others)
+				attrs = append(attrs, "positions_fired_by_static_servers", others)
 			}
 			c.log.Info("positions changed", attrs...)
 			// Taking over positions may mean a server died mid-slot: its
@@ -165,15 +165,7 @@ func assignAuto(self string, live []string, servers []*driver.Server, n int) (sl
 			free = append(free, p)
 		}
 	}
-	out := make(slots.Ownership, len(auto))
-	for name, is := range slots.Assign(auto, len(free)) {
-		ps := make([]int, len(is))
-		for i, x := range is {
-			ps[i] = free[x]
-		}
-		out[name] = ps
-	}
-	return out, taken
+	return slots.AssignPositions(auto, free), taken
 }
 
 // live returns self and the servers whose heartbeat moved within timeout

@@ -16,11 +16,23 @@ import (
 // It returns, per server, its positions in ascending order. With no servers
 // it returns an empty map.
 func Assign(servers []string, n int) Ownership {
+	positions := make([]int, max(n, 0))
+	for p := range positions {
+		positions[p] = p
+	}
+	return AssignPositions(servers, positions)
+}
+
+// AssignPositions is Assign over the given positions only (those no other
+// server fires, say): each position still ranks the servers by its own
+// number, so a position keeps its server when others join or leave the set.
+func AssignPositions(servers []string, positions []int) Ownership {
 	servers = slices.Clone(servers)
 	sort.Strings(servers)
 	servers = slices.Compact(servers)
 	out := make(Ownership, len(servers))
-	if len(servers) == 0 || n <= 0 {
+	n := len(positions)
+	if len(servers) == 0 || n == 0 {
 		return out
 	}
 	// The first n%len servers in rank order may take one position more.
@@ -41,7 +53,7 @@ func Assign(servers []string, n int) Ownership {
 		top   uint64
 	}
 	prefs := make([]pref, n)
-	for p := range n {
+	for i, p := range positions {
 		ranks := slices.Clone(servers)
 		score := make(map[string]uint64, len(ranks))
 		for _, s := range ranks {
@@ -53,7 +65,7 @@ func Assign(servers []string, n int) Ownership {
 			}
 			return ranks[i] < ranks[j]
 		})
-		prefs[p] = pref{p, ranks, score[ranks[0]]}
+		prefs[i] = pref{p, ranks, score[ranks[0]]}
 	}
 	sort.SliceStable(prefs, func(i, j int) bool { return prefs[i].top > prefs[j].top })
 	for _, pr := range prefs {
