@@ -231,6 +231,9 @@ func TestScheduleOfAnUnknownCheck(t *testing.T) {
 		!strings.Contains(stderr, "note: --at 2020-01-01T00:00:00Z has passed (it is ") || !strings.Contains(stderr, "the check runs in slot ") {
 		t.Errorf("schedule --at in 2020: %v, stdout %q, stderr %q; want it created and a note that the time had passed", err, stdout, stderr)
 	}
+	if _, stderr, err = h.runCtx(context.Background(), "schedule", "order", "5", "order_unshipped", "--at", "2020-01-01T00:00:00Z", "--on-conflict", "keep"); err != nil || stderr != "" {
+		t.Errorf("schedule --at in 2020 of a pending job kept as it was: %v, stderr %q; want no note (the time was not used)", err, stderr)
+	}
 	_, stderr, err = h.runCtx(context.Background(), "reschedule", "order", "5", "order_unshipped", "--at", "2021-01-01T00:00:00Z")
 	if err != nil || !strings.Contains(stderr, "note: --at 2021-01-01T00:00:00Z has passed") {
 		t.Errorf("reschedule --at in 2021: %v, stderr %q; want a note that the time had passed", err, stderr)

@@ -159,7 +159,9 @@ func schedule(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o
 	if err != nil {
 		return err
 	}
-	notePassed(errOut, o.at, o.when, now, job)
+	if job.Inserted || o.rule != prescient.ConflictKeep { // a job kept as it was took no time from --at
+		notePassed(errOut, o.at, o.when, now, job)
+	}
 	g := c.Config().Grid
 	if o.json {
 		return writeJSON(out, scheduledJob{Job: job, Position: g.Position(job.NextCheckAt), Created: &job.Inserted})

@@ -106,8 +106,9 @@ type Deliverer struct {
 	stopWork context.CancelFunc // stop claiming
 	stopHard context.CancelFunc // cancel the sends under way
 	wg       sync.WaitGroup
-	// interrupted counts the sends Stop cut short: it reports them, and
-	// nothing when none was under way as the grace ended.
+	// interrupted counts the sends Stop cut short (cutting set): it reports
+	// them, and nothing when none was under way as the grace ended.
+	cutting     atomic.Bool
 	interrupted atomic.Int32
 }
 
@@ -209,6 +210,7 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 		// The grace may have ended before Stop was called (the checks'
 		// shutdown took it all): workers that were idle are merely
 		// returning, and nothing of theirs is cut short.
+		d.cutting.Store(true)
 		d.stopHard()
 		<-done
 		if d.interrupted.Load() == 0 {
@@ -320,7 +322,9 @@ func (d *Deliverer) attempt(hard context.Context, t *Target, dl *Delivery) {
 		case err == nil:
 			p.State = driver.DeliveryDelivered
 		case hard.Err() != nil:
-			d.interrupted.Add(1)
+			if d.cutting.Load() { // not a DeliverDue whose caller gave up
+				d.interrupted.Add(1)
+			}
 			p.State, p.NextAttemptAt, p.Attempts, p.Err = driver.DeliveryPending, now, dl.Attempts-1, errInterrupted.Error()
 		case dl.Attempts >= t.MaxAttempts:
 			p.State = driver.DeliveryDead
