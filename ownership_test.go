@@ -170,6 +170,14 @@ func TestAutoOwnershipBesideStaticServers(t *testing.T) {
 		t.Errorf("with web-1 gone, the automatic servers own %v, want each position once", got)
 	}
 
+	// A server of every position (no static map) leaves them none.
+	every := h.client(clk, &checks.Registry{}, func(c *prescient.Config) { c.Server, c.Grid = "all", quarters })
+	beatAll(every, auto["a-1"], auto["a-2"])
+	if got := owned(auto["a-1"], auto["a-2"]); len(got) != 0 {
+		t.Errorf("beside a server of every position, the automatic servers own %v, want none", got)
+	}
+	clk.Add(10 * time.Minute) // it goes
+
 	// A server that says nothing of its ownership counts as automatic.
 	if err := h.store.Driver().ServerHeartbeat(ctx, &driver.Server{Name: "old", StartedAt: clk.Now(), HeartbeatAt: clk.Now(),
 		Positions: []int{0, 1, 2, 3}, Timeout: 3 * time.Minute}); err != nil {
