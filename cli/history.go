@@ -49,19 +49,10 @@ func (o *historyOpts) Validate() error {
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
 	}
-	switch {
-	case o.afterAt != "" && o.afterID < 1:
-		return fmt.Errorf("--after-at %q needs --after-id: the id of the last record of the previous page, as its hint says", o.afterAt)
-	case o.afterID != 0 && o.afterAt == "":
-		return fmt.Errorf("--after-id %d needs --after-at: the finished time of that record, as the previous page's hint says", o.afterID)
-	case o.afterID < 0:
-		return fmt.Errorf("--after-id %d must be a record's id (positive)", o.afterID)
-	case o.afterAt != "":
-		t, err := time.Parse(time.RFC3339Nano, o.afterAt)
-		if err != nil {
-			return fmt.Errorf("--after-at %q is not an RFC 3339 time (e.g. 2030-06-01T15:04:05.123456Z)", o.afterAt)
-		}
-		f.AfterAt, f.AfterID = t.UTC(), o.afterID
+	if t, ok, err := parseAfter(o.afterAt, o.afterID, "record", "finished time"); err != nil {
+		return err
+	} else if ok {
+		f.AfterAt, f.AfterID = t, o.afterID
 	}
 	if o.limit < 0 || o.limit > history.LimitMax {
 		return fmt.Errorf("--limit %d must be between 1 and %d (0 means %d)", o.limit, history.LimitMax, history.LimitDefault)

@@ -68,19 +68,10 @@ func (o *jobsListOpts) Validate() error {
 		}
 		p.Slot = t
 	}
-	switch {
-	case o.afterAt != "" && o.afterID < 1:
-		return fmt.Errorf("--after-at %q needs --after-id: the id of the last job of the previous page, as its hint says", o.afterAt)
-	case o.afterID != 0 && o.afterAt == "":
-		return fmt.Errorf("--after-id %d needs --after-at: the next check time of that job, as the previous page's hint says", o.afterID)
-	case o.afterID < 0:
-		return fmt.Errorf("--after-id %d must be a job id (positive)", o.afterID)
-	case o.afterAt != "":
-		t, err := parseTimeFlag("--after-at", o.afterAt)
-		if err != nil {
-			return err
-		}
-		p.After = &prescient.Job{ID: o.afterID, NextCheckAt: t.UTC()}
+	if t, ok, err := parseAfter(o.afterAt, o.afterID, "job", "next check time"); err != nil {
+		return err
+	} else if ok {
+		p.After = &prescient.Job{ID: o.afterID, NextCheckAt: t}
 	}
 	o.params = p
 	return nil

@@ -130,6 +130,27 @@ func parseTimeFlag(flag, s string) (time.Time, error) {
 	return t, nil
 }
 
+// parseAfter reads --after-at and --after-id, where a page of a listing of
+// items (a job, a record) starts: after the last item of the previous page,
+// whose id and time (its timeName) the page's hint gave. ok is false when
+// neither is given.
+func parseAfter(at string, id int64, item, timeName string) (t time.Time, ok bool, err error) {
+	switch {
+	case at != "" && id < 1:
+		return time.Time{}, false, fmt.Errorf("--after-at %q needs --after-id: the id of the last %s of the previous page, as its hint says", at, item)
+	case id != 0 && at == "":
+		return time.Time{}, false, fmt.Errorf("--after-id %d needs --after-at: the %s of that %s, as the previous page's hint says", id, timeName, item)
+	case id < 0:
+		return time.Time{}, false, fmt.Errorf("--after-id %d must be a %s id (positive)", id, item)
+	case at == "":
+		return time.Time{}, false, nil
+	}
+	if t, err = parseTimeFlag("--after-at", at); err != nil {
+		return time.Time{}, false, err
+	}
+	return t.UTC(), true, nil
+}
+
 // parseAtIn reads the --at TIME and --in DURATION pair that says when to
 // check: at most one of them, and one of them when required. It returns the
 // time of --at, or the duration of --in.
