@@ -49,8 +49,8 @@ func (c *Client) Start(ctx context.Context) error {
 	hard, stopNow := context.WithCancel(context.WithoutCancel(ctx))
 	c.runMu.Lock()
 	c.workCtx, c.hardCtx, c.stopWork, c.stopNow = work, hard, stopWork, stopNow
-	c.runMu.Unlock()
 	c.startedAt = c.now()
+	c.runMu.Unlock()
 	c.warnNameTaken(ctx)
 	c.own.mu.Lock()
 	c.own.healthErr, c.own.healthy = nil, false // not started, until the heartbeat: no longer ErrClosed
@@ -162,6 +162,14 @@ func (c *Client) warnNameTaken(ctx context.Context) {
 }
 
 // isRunning reports whether the client is started.
+// started returns when Start last started the client; zero if it never
+// did (a client that only schedules, or fires slots by FireSlot).
+func (c *Client) started() time.Time {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.startedAt
+}
+
 func (c *Client) isRunning() bool {
 	c.runMu.Lock()
 	defer c.runMu.Unlock()

@@ -61,7 +61,8 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehi
 		return leftBehind{}, nil, err
 	}
 	var servers []*driver.Server
-	if slices.ContainsFunc(left, func(a *driver.Attempt) bool { return a.Server != c.cfg.Server }) {
+	started := c.started()
+	if slices.ContainsFunc(left, func(a *driver.Attempt) bool { return a.Server != c.cfg.Server || started.IsZero() }) {
 		if servers, err = c.drv.ServerList(ctx); err != nil {
 			return leftBehind{}, nil, err
 		}
@@ -77,7 +78,7 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehi
 			continue
 		}
 		counted[a.ID] = true
-		sure := !c.mayRun(a, servers, now)
+		sure := !c.mayRun(a, servers, now, started)
 		for _, id := range a.JobIDs {
 			lb.all[id]++
 			if sure {
@@ -91,16 +92,17 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehi
 // mayRun reports whether attempt a may be a group another server is still
 // running: the server is live, in the life it recorded a in (it has not
 // restarted since), and a is younger than the longest a group may run here
-// (GroupDuration and the largest runtime guard, and ServerTimeout for the
-// clocks' difference). Such an attempt cannot be told from one the server
+// (twice GroupDuration and the largest runtime guard, and ServerTimeout for
+// the clocks' difference). started is when this client started (zero: it
+// did not, as `prescient sweep`, which may share a server's name). Such an attempt cannot be told from one the server
 // left when it died a moment ago (it is live until its heartbeat is judged
 // stale): it counts toward running its jobs on their own, or alone, which
 // isolates a culprit at once, and not toward ending a job failed without
 // running, which a group at work must never cause (with MaxUnfinished 2, a
 // crash and another server's group at work ended a job that crashed
 // nothing, in the moment between that group's attempt and its claim).
-func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now time.Time) bool {
-	if a.Server == c.cfg.Server && !c.startedAt.IsZero() {
+func (c *Client) mayRun(a *driver.Attempt, servers []*driver.Server, now, started time.Time) bool {
+	if a.Server == c.cfg.Server && !started.IsZero() {
 		// A running server's own: those it runs are not counted at all
 		// (Client.attempts), so this one was left behind.
 		return false
