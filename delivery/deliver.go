@@ -64,8 +64,8 @@ const (
 	// PollDefault is how often a sink's worker looks for due deliveries
 	// when its last look found fewer than a batch.
 	PollDefault = time.Second
-	// BatchDefault is how many deliveries a worker claims at once; it
-	// sends them at once.
+	// BatchDefault is how many sends a worker keeps under way; it claims
+	// more as they end.
 	BatchDefault = 8
 	// leaseMargin is added to a sink's timeout for the lease of an attempt:
 	// the time to record the result after the timeout.
@@ -220,27 +220,49 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 	}
 }
 
-// work is the loop of the worker of sink.
+// work is the loop of the worker of sink. It keeps up to Batch sends under
+// way, each recording its own result, and claims more as they end: a send
+// its receiver holds until the timeout delays none of the sink's others
+// (waiting for a whole batch to end, one hanging event held every event of
+// the sink raised after it for up to the timeout, at every attempt).
 func (d *Deliverer) work(work, hard context.Context, sink string, wake <-chan struct{}) {
-	var lastErr string
+	t := d.targets[sink]
+	var (
+		lastErr  string
+		sends    sync.WaitGroup
+		inflight int
+	)
+	// Every send records its result before the worker returns: Stop waits
+	// for the workers.
+	defer sends.Wait()
+	ended := make(chan struct{}, d.cfg.Batch)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		claim := true
 		select {
 		case <-work.Done():
 			return
 		case <-wake:
 		case <-timer.C:
+		case <-ended:
+			inflight--
+			// Claim again once half a batch is free, not after every send.
+			claim = d.cfg.Batch-inflight >= max(1, d.cfg.Batch/2)
 		}
 		if work.Err() != nil {
 			return
+		}
+		free := d.cfg.Batch - inflight
+		if !claim || free == 0 {
+			continue // a send that ends wakes the loop
 		}
 		// The claim runs under hard, not work: Stop must not cut a claim
 		// short once it is sent, or the store may commit a lease (an attempt
 		// counted) whose deliveries this worker never sends. A claim under
 		// way when Stop begins finishes, and its deliveries are sent within
 		// the grace like any send under way.
-		n, err := d.deliverDue(hard, hard, sink)
+		ds, err := d.claim(hard, t, free)
 		switch {
 		case err != nil && work.Err() == nil:
 			if msg := err.Error(); msg != lastErr {
@@ -251,9 +273,16 @@ func (d *Deliverer) work(work, hard context.Context, sink string, wake <-chan st
 			d.log.Info("delivery: the store answers again", "sink", sink)
 			lastErr = ""
 		}
+		for _, dl := range ds {
+			inflight++
+			sends.Go(func() {
+				d.attempt(hard, t, dl)
+				ended <- struct{}{}
+			})
+		}
 		wait := d.cfg.Poll
-		if err == nil && n >= d.cfg.Batch {
-			wait = 0
+		if err == nil && len(ds) >= free {
+			wait = 0 // a full claim: more may be due
 		}
 		timer.Reset(wait)
 	}
@@ -262,26 +291,28 @@ func (d *Deliverer) work(work, hard context.Context, sink string, wake <-chan st
 // DeliverDue claims the deliveries of sink due now (at most a batch), sends
 // them at once, records their results, and returns how many it claimed.
 func (d *Deliverer) DeliverDue(ctx context.Context, sink string) (int, error) {
-	return d.deliverDue(ctx, ctx, sink)
-}
-
-func (d *Deliverer) deliverDue(claimCtx, hard context.Context, sink string) (int, error) {
 	t, ok := d.targets[sink]
 	if !ok {
 		return 0, fmt.Errorf("delivery: no sink %s", sink)
 	}
-	now := d.cfg.Now().UTC()
-	ds, err := d.drv.DeliveriesClaim(claimCtx, &driver.DeliveriesClaimParams{
-		Sink: sink, Now: now, LeaseUntil: now.Add(t.Timeout + leaseMargin), Server: d.cfg.Server, Limit: d.cfg.Batch})
+	ds, err := d.claim(ctx, t, d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
 	var wg sync.WaitGroup
 	for _, dl := range ds {
-		wg.Go(func() { d.attempt(hard, t, dl) })
+		wg.Go(func() { d.attempt(ctx, t, dl) })
 	}
 	wg.Wait()
 	return len(ds), nil
+}
+
+// claim leases up to limit deliveries of t due now, each for its timeout and
+// a margin.
+func (d *Deliverer) claim(ctx context.Context, t *Target, limit int) ([]*Delivery, error) {
+	now := d.cfg.Now().UTC()
+	return d.drv.DeliveriesClaim(ctx, &driver.DeliveriesClaimParams{
+		Sink: t.Name, Now: now, LeaseUntil: now.Add(t.Timeout + leaseMargin), Server: d.cfg.Server, Limit: limit})
 }
 
 // errInterrupted is the last error of an attempt cut short by Stop.

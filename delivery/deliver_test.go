@@ -89,6 +89,43 @@ func TestStopIdleAfterTheGraceEnded(t *testing.T) {
 	})
 }
 
+// A send its receiver holds delays none of the sink's other deliveries: the
+// worker keeps a batch of sends under way and claims more as they end. It
+// waited for a whole batch to end, so one event the receiver choked on held
+// every later event of the sink for up to the timeout, at every attempt
+// (found by an SRE's trial).
+func TestHeldSendDelaysNoOtherOfItsSink(t *testing.T) {
+	forEachStore(t, func(t *testing.T, drv driver.Driver) {
+		clk := newClock()
+		held := make(chan struct{})
+		release := make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+			if n == 1 { // the first event's first attempt
+				once.Do(func() { close(held) })
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}
+		})
+		slowKey := record(t, drv, "1", "alert", clk.Now(), "hook")
+		d := newDeliverer(t, drv, clk, webhookTarget(rc.URL, clk, 5, time.Hour))
+		d.Start()
+		defer d.Stop(context.Background())
+		defer close(release) // first: the held send ends, then Stop returns
+		<-held
+		laterKey := record(t, drv, "2", "alert", clk.Now(), "hook")
+		d.Wake()
+		eventually(t, "the later event is delivered while the first is held", func() bool {
+			return deliveryOf(t, drv, laterKey, "hook").State == driver.DeliveryDelivered
+		})
+		if dl := deliveryOf(t, drv, slowKey, "hook"); dl.State != driver.DeliveryPending || dl.Attempts != 1 {
+			t.Errorf("the held delivery: %+v, want pending, its first attempt under way", dl)
+		}
+	})
+}
+
 // syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type syncBuffer struct {
 	mu sync.Mutex
