@@ -93,7 +93,8 @@ func (e *env) benchCommand() *cobra.Command {
 		Long: `bench measures the engine on a throwaway database, as the demo uses: a fresh
 SQLite file in a temporary directory by default, or, with database.url (or
 PRESCIENT_DATABASE_URL) set, a schema named prescient_bench_<random> in that
-PostgreSQL database. Both are removed at the end.
+PostgreSQL database. Both are removed at the end, also when a signal
+(Ctrl-C, SIGTERM, SIGHUP) interrupts it.
 
 It creates one order row per job, then:
 
@@ -148,10 +149,12 @@ on one machine. For the per-operation Go benchmarks, see bench_test.go
 			}
 			prog := newProgress(cmd.ErrOrStderr(), "bench")
 			e.progress = prog
-			res, err := runBench(cmd.Context(), cfg.Database.URL, o, e.logger(cfg), prog)
+			ctx, stop := untilSignal(cmd.Context())
+			defer stop()
+			res, err := runBench(ctx, cfg.Database.URL, o, e.logger(cfg), prog)
 			if err != nil {
 				prog.clear()
-				return err
+				return interrupted(ctx, "bench", err)
 			}
 			prog.done("done")
 			return printBench(cmd.OutOrStdout(), res, o.json)

@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -174,6 +180,51 @@ func TestBenchFlags(t *testing.T) {
 	for _, w := range []string{"Examples:", "prescient bench --jobs", "--slots N", "--json"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("bench --help lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// TestBenchInterruptedRemovesItsDatabase: bench and demo interrupted by a
+// signal (Ctrl-C, a SIGTERM, a closed terminal) still remove their
+// throwaway database, here bench's SQLite file; the signal killed them and
+// left it behind (found by an SRE's trial).
+func TestBenchInterruptedRemovesItsDatabase(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "prescient")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/prescient")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		tmp := t.TempDir()
+		cmd := exec.Command(bin, "bench", "--jobs", "200000")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, EnvDatabaseURL+"=") })
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		scratch := func() []string {
+			m, _ := filepath.Glob(filepath.Join(tmp, "prescient-bench-*"))
+			return m
+		}
+		for end := time.Now().Add(30 * time.Second); len(scratch()) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("bench made no scratch file in %s within 30s", tmp)
+			}
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		if err == nil || !strings.Contains(stderr.String(), "bench: interrupted by a signal") {
+			t.Errorf("bench sent %v: %v, stderr %q; want it to fail saying it was interrupted", sig, err, stderr.String())
+		}
+		if left := scratch(); len(left) != 0 {
+			t.Errorf("bench sent %v left its scratch database behind: %v", sig, left)
 		}
 	}
 }

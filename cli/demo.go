@@ -85,7 +85,9 @@ database.`,
 			if err != nil {
 				return err
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), cfg.Database.URL, o)
+			ctx, stop := untilSignal(cmd.Context())
+			defer stop()
+			return interrupted(ctx, "demo", runDemo(ctx, cmd.OutOrStdout(), cfg.Database.URL, o))
 		},
 	}
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the demo's SQLite file or PostgreSQL schema instead of removing it")

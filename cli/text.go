@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -172,4 +176,22 @@ func parseAtIn(at, in string, required bool) (time.Time, time.Duration, error) {
 		return time.Time{}, 0, fmt.Errorf("--in %q is not a Go duration of 0 or more (want e.g. 90s, 15m or 3h30m)", in)
 	}
 	return time.Time{}, d, nil
+}
+
+// untilSignal returns ctx ended by SIGINT, SIGTERM or SIGHUP, for a command
+// that makes a throwaway database (bench, demo): interrupted, it still
+// removes it, where the signal's default would kill the process and leave
+// it behind.
+func untilSignal(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+}
+
+// interrupted says that cmd was interrupted by a signal, when it was and
+// err is what that caused (a failure to remove the throwaway database is
+// joined to it); it returns err otherwise.
+func interrupted(ctx context.Context, cmd string, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%s: interrupted by a signal: %w", cmd, err)
+	}
+	return err
 }
