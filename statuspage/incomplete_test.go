@@ -185,3 +185,44 @@ func TestChecksRunByTheServersThatSayTheyRunThem(t *testing.T) {
 		})
 	}
 }
+
+// The overview lists each sink's deliveries, pending, delivered over the
+// last day and dead, as prescient status does: it showed nothing of events
+// while 300 deliveries lay dead (found by an SRE's trial).
+func TestOverviewListsDeliveries(t *testing.T) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, st.open(t))
+			ctx := context.Background()
+			now := f.client.Config().Now()
+			tx, err := f.drv.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, key := range []string{"1", "2", "3"} {
+				if _, err := tx.OutboxRecord(ctx, &driver.OutboxRecordParams{JobID: 1, Entity: "order", Key: key, Check: "greet",
+					Stage: "alert", Event: "order.late", IdempotencyKey: "order/" + key + "/greet/alert", Sinks: []string{"ops"}, Now: now}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(t, tx.Commit(ctx))
+			ds, err := f.drv.DeliveriesClaim(ctx, &driver.DeliveriesClaimParams{Sink: "ops", Now: now, LeaseUntil: now.Add(time.Minute), Server: "web-1", Limit: 2})
+			if err != nil || len(ds) != 2 {
+				t.Fatalf("claim: %d, %v", len(ds), err)
+			}
+			for i, state := range []driver.DeliveryState{driver.DeliveryDelivered, driver.DeliveryDead} {
+				if _, err := f.drv.DeliveryFinish(ctx, &driver.DeliveryFinishParams{EventID: ds[i].Event.ID, Sink: "ops", Attempt: ds[i].Attempts,
+					Lease: ds[i].NextAttemptAt, State: state, Attempts: ds[i].Attempts, Status: 500, Now: now}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv := f.serve(t, &Opts{CacheFor: -1})
+			code, _, body := get(t, srv, "/")
+			if code != http.StatusOK {
+				t.Fatalf("GET /: %d", code)
+			}
+			wantText(t, "sink ops", text(row(t, body, `class="sink" data-sink="ops"`)), "ops 1 1 1")
+		})
+	}
+}

@@ -81,6 +81,15 @@ type overviewPage struct {
 	Recent     []*history.Record
 	RecentErr  string
 	RecentMore bool
+	// Deliveries are the events' deliveries per sink, as of the counts:
+	// pending, delivered over the last day, dead (Status.Deliveries).
+	Deliveries []deliveryRow
+}
+
+// deliveryRow is one sink's deliveries.
+type deliveryRow struct {
+	Sink                     string
+	Pending, Delivered, Dead int
 }
 
 // countsView is what the page shows of a reading of the counts.
@@ -191,6 +200,10 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Counts = cv
 		byCheck = st.Jobs.ByCheck
+		for sink, n := range st.Deliveries {
+			d.Deliveries = append(d.Deliveries, deliveryRow{sink, n.Pending, n.Delivered, n.Dead})
+		}
+		slices.SortFunc(d.Deliveries, func(a, b deliveryRow) int { return cmp.Compare(a.Sink, b.Sink) })
 		d.Upcoming = p.upcoming(st, d.Current)
 	}
 
