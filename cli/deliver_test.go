@@ -127,6 +127,13 @@ sinks:
 		t.Errorf("deliveries --sink hook --json: %+v, want hook's one delivery, delivered with 200 on the first attempt", ds)
 	}
 	wantContains(t, "deliveries --state pending", mustRun("deliveries", "--state", "pending"), "no deliveries match")
+	// Two deliveries, one shown: the list says more match (found by an
+	// SRE's trial: it cut the list silently).
+	wantContains(t, "deliveries --limit 1", mustRun("deliveries", "--limit", "1"),
+		"more deliveries match than the 1 shown: narrow them with --sink and --state, or raise --limit")
+	if out := mustRun("deliveries", "--limit", "2"); strings.Contains(out, "more deliveries match") {
+		t.Errorf("deliveries --limit 2 of 2 says more match:\n%s", out)
+	}
 	wantContains(t, "status", mustRun("status"),
 		"deliveries: console 0 pending, 1 delivered (24h), 0 dead; hook 0 pending, 1 delivered (24h), 0 dead")
 	if err := cmd(context.Background(), io.Discard, io.Discard, "deliveries", "--state", "lost"); err == nil || !strings.Contains(err.Error(), "--state") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -66,7 +67,7 @@ an error, not a new empty database.`,
 				return err
 			}
 			defer s.close()
-			return printDeliveries(cmd.Context(), cmd.OutOrStdout(), s.client, o)
+			return printDeliveries(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
 		},
 	}
 	fl := cmd.Flags()
@@ -122,6 +123,18 @@ or delivered are left alone.`,
 			if err != nil {
 				return err
 			}
+			if n == 0 && o.sink != "" {
+				// Nothing queued is no error, but a sink that never had a
+				// delivery is most likely a misspelt one.
+				if ds, err := s.client.Deliveries(cmd.Context(), &prescient.DeliveriesParams{Sink: o.sink, Limit: 1}); err == nil && len(ds) == 0 {
+					names := slices.Sorted(maps.Keys(s.cfg.Sinks))
+					known := "none"
+					if len(names) > 0 {
+						known = strings.Join(names, ", ")
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: no delivery was ever made to a sink named %q (the configuration's sinks: %s): is the name right?\n", o.sink, known)
+				}
+			}
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), map[string]int{"queued": n})
 			}
@@ -139,14 +152,23 @@ or delivered are left alone.`,
 // deliveriesErrorWidth is where the table cuts an error, without --full.
 const deliveriesErrorWidth = 60
 
-func printDeliveries(ctx context.Context, out io.Writer, c *prescient.Client, o *deliveriesOpts) error {
-	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state), Limit: o.limit})
+func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *deliveriesOpts) error {
+	// One more than --limit says whether more match.
+	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state), Limit: o.limit + 1})
 	if err != nil {
 		return err
+	}
+	more := ""
+	if len(ds) > o.limit {
+		ds = ds[:o.limit]
+		more = fmt.Sprintf("more deliveries match than the %d shown: narrow them with --sink and --state, or raise --limit (at most %d)", o.limit, deliveriesLimitMax)
 	}
 	if o.json {
 		if ds == nil {
 			ds = []*prescient.Delivery{}
+		}
+		if more != "" {
+			fmt.Fprintln(errOut, "note: "+more)
 		}
 		return writeJSON(out, ds)
 	}
@@ -189,6 +211,9 @@ func printDeliveries(ctx context.Context, out io.Writer, c *prescient.Client, o 
 	tw.Flush()
 	if wasCut {
 		fmt.Fprintf(out, "errors cut to %d characters (…): --full prints them whole, as --json does\n", deliveriesErrorWidth)
+	}
+	if more != "" {
+		fmt.Fprintln(out, more)
 	}
 	return nil
 }
