@@ -76,12 +76,13 @@ func printStatus(ctx context.Context, out io.Writer, c *prescient.Client, o *sta
 	if o.json {
 		return writeJSON(out, st)
 	}
-	writeStatus(out, st)
+	writeStatus(out, st, c.Config().SweepSchedule == "-")
 	return nil
 }
 
-// writeStatus prints st for people.
-func writeStatus(out io.Writer, st *prescient.Status) {
+// writeStatus prints st for people; noSweep says the configuration
+// schedules no sweep, for the advice on overdue jobs.
+func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 	j := st.Jobs
 	fmt.Fprintf(out, "now %s, slot %s in progress (grid %s)\n\n", fmtTime(st.Now), fmtSlot(st.Current), st.Grid)
 	fmt.Fprintf(out, "pending: %d\n", j.Pending)
@@ -95,6 +96,10 @@ func writeStatus(out io.Writer, st *prescient.Status) {
 			}
 		}
 		advice := "the servers' next sweep takes them (`prescient sweep` now), but jobs of a check no server runs wait for one that does"
+		if noSweep {
+			advice = "no sweep is scheduled (sweep.schedule: - in this configuration): `prescient sweep` takes them, " +
+				"and a server that starts (sweep.on_start) or takes positions over; jobs of a check no server runs wait for one that does"
+		}
 		if len(firing) > 0 {
 			advice = "slot(s) " + strings.Join(firing, ", ") + " still being fired, past their end, take their own; " + advice
 		}

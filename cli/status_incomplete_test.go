@@ -128,7 +128,7 @@ func TestStatusSlotInProgressAndOverdue(t *testing.T) {
 		Jobs: &prescient.JobStats{Pending: 4, Overdue: 1, OldestOverdue: at("0s", 0),
 			Upcoming: []prescient.SlotLoad{{Slot: at("3s", 0), Jobs: 2}, {Slot: at("5s", 0), Jobs: 1}}}}
 	var b strings.Builder
-	writeStatus(&b, st)
+	writeStatus(&b, st, false)
 	out := b.String()
 	wantContains(t, "status", out, "oldest due 2026-01-01T10:00:00Z (3s ago)", "jobs of a check no server runs wait for one that does")
 	var cur, next string
@@ -149,13 +149,21 @@ func TestStatusSlotInProgressAndOverdue(t *testing.T) {
 	if strings.Contains(out, "still being fired") {
 		t.Errorf("no slot is fired past its end, yet:\n%s", out)
 	}
+	// With no sweep scheduled the advice does not promise one (found by an
+	// SRE's trial).
+	b.Reset()
+	writeStatus(&b, st, true)
+	if out := b.String(); !strings.Contains(out, "no sweep is scheduled (sweep.schedule: - in this configuration): `prescient sweep` takes them") ||
+		strings.Contains(out, "next sweep") {
+		t.Errorf("status with no sweep scheduled:\n%s", out)
+	}
 
 	// The overdue job is in slot 10:00:00, which web-1 still fires past
 	// its end: the line said only that the next sweep would take it.
 	st.Recent = []*prescient.RecentSlot{{SlotRecord: &driver.SlotRecord{Slot: at("0s", 0), Server: "web-1", Kind: prescient.KindFire,
 		StartedAt: at("0s", 10)}, State: prescient.SlotRunning}}
 	b.Reset()
-	writeStatus(&b, st)
+	writeStatus(&b, st, false)
 	wantContains(t, "status, slot 10:00:00 fired past its end", b.String(),
 		"overdue: 1, oldest due 2026-01-01T10:00:00Z (3s ago); slot(s) 2026-01-01T10:00:00Z by web-1 still being fired, past their end, take their own;")
 }
