@@ -29,7 +29,8 @@ func (l *Log) Deliver(ctx context.Context, d *Delivery) (int, error) {
 		attrs = append(attrs, "severity", e.Severity)
 	}
 	if len(e.Payload) > 0 {
-		attrs = append(attrs, "payload", string(e.Payload))
+		// JSON: an object in a JSON log, the quoted text in a text log.
+		attrs = append(attrs, "payload", e.Payload)
 	}
 	// Handle, not InfoContext: the logger's level decides what the server
 	// says about itself, not whether an event reaches the sink.
