@@ -140,22 +140,18 @@ func assignAuto(self string, live []string, servers []*driver.Server, n int) (sl
 		byName[s.Name] = s
 	}
 	fixed := make([]bool, n)
-	var auto, others []string
+	var auto []string
 	for _, name := range live {
 		s := byName[name]
 		if name == self || s == nil || s.Ownership == "" || s.Ownership == driver.OwnershipAuto {
 			auto = append(auto, name)
 			continue
 		}
-		others = append(others, name)
 		for _, p := range s.Positions {
 			if p >= 0 && p < n {
 				fixed[p] = true
 			}
 		}
-	}
-	if len(others) == 0 {
-		return slots.Assign(auto, n), nil
 	}
 	var free, taken []int
 	for p, f := range fixed {

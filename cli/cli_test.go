@@ -315,7 +315,7 @@ func TestJobCommands(t *testing.T) {
 	}
 	stdout, stderr, err = h.runCtx(context.Background(), "cancel", "order", "42", "order_unshiped")
 	if err != nil || !strings.Contains(stdout, "cancelled 0 job(s)") ||
-		!strings.Contains(stderr, `note: no check is named "order_unshiped" (the checks known: `) || !strings.Contains(stderr, "order_unshipped") {
+		!strings.Contains(stderr, `note: no server runs a check named "order_unshiped" (known checks: `) || !strings.Contains(stderr, "order_unshipped") {
 		t.Errorf("cancel a check no one knows: %v, stdout %q, stderr %q; want 0 cancelled and a note naming the checks known", err, stdout, stderr)
 	}
 

@@ -253,8 +253,9 @@ how many it cancelled. Cancelling what is not pending is not an error.
 			if n == 0 && o.check != "" {
 				// Nothing to cancel is no error, but a check no one knows
 				// is most likely a misspelt one, and the job meant stays.
-				if note := unknownCheckNote(cmd.Context(), s.client.Store().Driver(), e.opts.Checks, o.check); note != "" {
-					fmt.Fprintln(cmd.ErrOrStderr(), "note: "+note)
+				var unknown *prescient.UnknownCheckError
+				if errors.As(s.client.KnownCheck(cmd.Context(), o.check), &unknown) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s: is the name right?\n", unknown)
 				}
 			}
 			if o.json {
@@ -326,32 +327,6 @@ events comes from the check catalog, recorded by every server at start-up
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
 	e.completeArgs(cmd, argEntity, argNone, argEvent)
 	return cmd
-}
-
-// unknownCheckNote says that neither the catalog nor this binary knows a
-// check named check, naming those they know; "" when one does, or the
-// catalog cannot be read.
-func unknownCheckNote(ctx context.Context, drv driver.Driver, reg *checks.Registry, check string) string {
-	entries, err := drv.CatalogList(ctx)
-	if err != nil {
-		return ""
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Check)
-	}
-	for _, c := range reg.All() {
-		names = append(names, c.Name)
-	}
-	if slices.Contains(names, check) {
-		return ""
-	}
-	slices.Sort(names)
-	known := "none"
-	if names = slices.Compact(names); len(names) > 0 {
-		known = strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("no check is named %q (the checks known: %s): is the name right?", check, known)
 }
 
 // unawaitedNote says that no check of the catalog awaits event, naming the

@@ -78,7 +78,9 @@ func TestStopIdleAfterTheGraceEnded(t *testing.T) {
 			var logs syncBuffer
 			d := newDeliverer(t, drv, clk, delivery.Target{Name: "console", Sink: &delivery.Log{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 			d.Start()
-			// Stopped at once, or once its first look found nothing due.
+			// Stopped at various moments of the worker's first look for
+			// due deliveries: none is due, so at any of them nothing is
+			// cut short (the pause varies the moment; nothing waits on it).
 			time.Sleep(time.Duration(i%3) * 10 * time.Millisecond)
 			stopCtx, cancel := context.WithCancel(context.Background())
 			cancel()
