@@ -226,6 +226,9 @@ func TestBenchInterruptedRemovesItsDatabase(t *testing.T) {
 		if err == nil || !strings.Contains(stderr.String(), "bench: interrupted by a signal") {
 			t.Errorf("bench sent %v: %v, stderr %q; want it to fail saying it was interrupted", sig, err, stderr.String())
 		}
+		if strings.Contains(stderr.String(), "signal: bench:") {
+			t.Errorf("bench sent %v names itself twice: %q", sig, stderr.String())
+		}
 		if left := scratch(); len(left) != 0 {
 			t.Errorf("bench sent %v left its scratch database behind: %v", sig, left)
 		}

@@ -191,7 +191,20 @@ func untilSignal(ctx context.Context) (context.Context, context.CancelFunc) {
 // joined to it); it returns err otherwise.
 func interrupted(ctx context.Context, cmd string, err error) error {
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("%s: interrupted by a signal: %w", cmd, err)
+		return interruptedError{cmd, err}
 	}
 	return err
 }
+
+// interruptedError is "cmd: interrupted by a signal: " and what that caused,
+// without the "cmd: " that may begin it, so that cmd is named once.
+type interruptedError struct {
+	cmd string
+	err error
+}
+
+func (e interruptedError) Error() string {
+	return e.cmd + ": interrupted by a signal: " + strings.TrimPrefix(e.err.Error(), e.cmd+": ")
+}
+
+func (e interruptedError) Unwrap() error { return e.err }
