@@ -189,6 +189,10 @@ func TestJobAndDeliveriesRefuseInvalidNames(t *testing.T) {
 		if _, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: "pager duty"}); err == nil || !strings.Contains(err.Error(), "sink") {
 			t.Errorf("Deliveries of sink %q: %v; want an error naming the sink", "pager duty", err)
 		}
+		// AfterSink alone would list from the newest event again.
+		if _, err := c.Deliveries(ctx, &prescient.DeliveriesParams{AfterSink: "ops"}); err == nil || !strings.Contains(err.Error(), "BeforeEventID") {
+			t.Errorf("Deliveries after sink ops with no event: %v; want an error naming BeforeEventID", err)
+		}
 		if j, err := c.Job(ctx, "order", "1", "c"); err != nil || j.Key != "1" {
 			t.Errorf("Job of a valid identity: %+v, %v", j, err)
 		}

@@ -126,8 +126,9 @@ func (c *Client) RetryDeliveries(ctx context.Context, sink string, eventID int64
 }
 
 // DeliveriesParams selects deliveries for Deliveries: of one sink and in one
-// state when set, newest event first, before the event BeforeEventID when
-// positive (to page on), at most Limit (0 means 100).
+// state when set, newest event first (and one event's by sink name), at most
+// Limit (0 means 100). To page on, set BeforeEventID and AfterSink to the
+// event id and sink of the last delivery listed.
 type DeliveriesParams = driver.DeliveryListParams
 
 // Deliveries lists deliveries of events to sinks with their events, newest
@@ -150,6 +151,9 @@ func (c *Client) Deliveries(ctx context.Context, p *DeliveriesParams) ([]*Delive
 		if err := checks.ValidateName("sink", q.Sink); err != nil {
 			return nil, fmt.Errorf("prescient: deliveries: %w", err)
 		}
+	}
+	if q.AfterSink != "" && q.BeforeEventID <= 0 {
+		return nil, fmt.Errorf("prescient: deliveries: AfterSink %q needs BeforeEventID, the event of the last delivery listed", q.AfterSink)
 	}
 	ds, err := c.drv.DeliveryList(ctx, &q)
 	if err != nil {

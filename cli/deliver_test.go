@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,10 +130,24 @@ sinks:
 	wantContains(t, "deliveries --state pending", mustRun("deliveries", "--state", "pending"), "no deliveries match")
 	// Two deliveries, one shown: the list says more match (found by an
 	// SRE's trial: it cut the list silently).
-	wantContains(t, "deliveries --limit 1", mustRun("deliveries", "--limit", "1"),
-		"more deliveries match than the 1 shown: narrow them with --sink and --state, or raise --limit")
+	first := mustRun("deliveries", "--limit", "1")
+	id := strconv.FormatInt(ds[0].Event.ID, 10)
+	wantContains(t, "deliveries --limit 1", first, "console",
+		"more deliveries match than the 1 shown: for the next page, run the same command with --after-event "+id+" --after-sink console")
+	// The next page goes on among the same event's deliveries: hook's,
+	// after console's, is on it, and it is the last.
+	next := mustRun("deliveries", "--limit", "1", "--after-event", id, "--after-sink", "console")
+	wantContains(t, "deliveries, the second page", next, "hook", "order/42/order_unshipped/alert")
+	if strings.Contains(next, "console") || strings.Contains(next, "more deliveries match") {
+		t.Errorf("deliveries, the second page of one: shows console again or says more match:\n%s", next)
+	}
 	if out := mustRun("deliveries", "--limit", "2"); strings.Contains(out, "more deliveries match") {
 		t.Errorf("deliveries --limit 2 of 2 says more match:\n%s", out)
+	}
+	for _, args := range [][]string{{"--after-event", id}, {"--after-sink", "console"}, {"--after-event", "-1", "--after-sink", "x"}} {
+		if err := cmd(context.Background(), io.Discard, io.Discard, append([]string{"deliveries"}, args...)...); err == nil || !strings.Contains(err.Error(), "--after-") {
+			t.Errorf("deliveries %v: %v, want an error naming the flag", args, err)
+		}
 	}
 	wantContains(t, "status", mustRun("status"),
 		"deliveries: console 0 pending, 1 delivered (24h), 0 dead; hook 0 pending, 1 delivered (24h), 0 dead")

@@ -19,6 +19,10 @@ type deliveriesOpts struct {
 	sink, state string
 	limit       int
 	json, full  bool
+	// afterEvent and afterSink continue a listing after its last delivery
+	// (the hint a full page prints).
+	afterEvent int64
+	afterSink  string
 }
 
 // deliveriesLimitMax is the most deliveries listed at once.
@@ -31,6 +35,14 @@ func (o *deliveriesOpts) Validate() error {
 	}
 	if o.limit < 1 || o.limit > deliveriesLimitMax {
 		return fmt.Errorf("--limit %d must be between 1 and %d", o.limit, deliveriesLimitMax)
+	}
+	switch {
+	case o.afterEvent < 0:
+		return fmt.Errorf("--after-event %d must be an event id (positive)", o.afterEvent)
+	case o.afterSink != "" && o.afterEvent == 0:
+		return fmt.Errorf("--after-sink needs --after-event: the event id and sink of the last delivery of the previous page, as its last line gives them")
+	case o.afterEvent > 0 && o.afterSink == "":
+		return fmt.Errorf("--after-event needs --after-sink: the event id and sink of the last delivery of the previous page, as its last line gives them")
 	}
 	return nil
 }
@@ -49,6 +61,12 @@ pending delivery whose attempt is under way shows the server that holds it.
 An error is cut to 60 characters in the table; --full prints it whole, and
 --json always does.
 
+At most --limit deliveries are printed. When more match, a last line says so
+and how to get the next page: the same command with --after-event and
+--after-sink, the event id and sink of the page's last delivery (with --json,
+the line goes to stderr, and the next page starts after the array's last
+delivery).
+
 A dead delivery is not tried again by the servers: its sink refused or
 failed it max_attempts times. The event stays in prescient_outbox, and
 'prescient deliveries retry' queues the delivery again.
@@ -56,7 +74,8 @@ failed it max_attempts times. The event stays in prescient_outbox, and
 deliveries only reads: with SQLite, a database.path that names no file is
 an error, not a new empty database.`,
 		Example: `  prescient deliveries --state dead
-  prescient deliveries --sink ops --limit 200 --json | jq '.[] | select(.attempts > 3)'`,
+  prescient deliveries --sink ops --limit 200 --json | jq '.[] | select(.attempts > 3)'
+  prescient deliveries --limit 100 --after-event 1187 --after-sink ops`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -76,6 +95,8 @@ an error, not a new empty database.`,
 	fl.IntVar(&o.limit, "limit", 50, fmt.Sprintf("at most `N` deliveries (at most %d)", deliveriesLimitMax))
 	fl.BoolVar(&o.json, "json", false, "print JSON for scripts (errors whole)")
 	fl.BoolVar(&o.full, "full", false, "print each last error whole, not cut to 60 characters")
+	fl.Int64Var(&o.afterEvent, "after-event", 0, "continue after the delivery of the event with this `ID` (with --after-sink; the hint of a full page gives both)")
+	fl.StringVar(&o.afterSink, "after-sink", "", "continue after the delivery to this `SINK` (with --after-event)")
 	cmd.AddCommand(e.deliveriesRetryCommand())
 	return cmd
 }
@@ -154,14 +175,17 @@ const deliveriesErrorWidth = 60
 
 func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *deliveriesOpts) error {
 	// One more than --limit says whether more match.
-	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state), Limit: o.limit + 1})
+	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state),
+		BeforeEventID: o.afterEvent, AfterSink: o.afterSink, Limit: o.limit + 1})
 	if err != nil {
 		return err
 	}
 	more := ""
 	if len(ds) > o.limit {
 		ds = ds[:o.limit]
-		more = fmt.Sprintf("more deliveries match than the %d shown: narrow them with --sink and --state, or raise --limit (at most %d)", o.limit, deliveriesLimitMax)
+		last := ds[len(ds)-1]
+		more = fmt.Sprintf("more deliveries match than the %d shown: for the next page, run the same command with --after-event %d --after-sink %s "+
+			"(or narrow them with --sink and --state, or raise --limit, at most %d)", o.limit, last.Event.ID, last.Sink, deliveriesLimitMax)
 	}
 	if o.json {
 		if ds == nil {

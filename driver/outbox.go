@@ -212,8 +212,13 @@ type DeliveryListParams struct {
 	Sink  string
 	State DeliveryState
 	// BeforeEventID, when positive, continues a listing after its last
-	// event.
+	// event: the events older than it. With AfterSink too, it continues
+	// after the last delivery listed, the event BeforeEventID's delivery to
+	// AfterSink: that event's deliveries to the sinks after AfterSink (in
+	// name order) come first, so that a page that ended among one event's
+	// deliveries loses none of the others.
 	BeforeEventID int64
+	AfterSink     string
 	// Limit caps the deliveries listed; it must be positive.
 	Limit int
 }

@@ -244,6 +244,10 @@ func testDeliveryLease(t *testing.T, h *Harness) {
 		{driver.DeliveryListParams{Sink: "ops", State: driver.DeliveryPending, Limit: 10}, []string{"3→ops"}},
 		{driver.DeliveryListParams{Limit: 2}, []string{"3→ops", "2→ops"}},
 		{driver.DeliveryListParams{BeforeEventID: id2, Limit: 10}, []string{"1→audit", "1→ops"}},
+		// A page that ended at event 1's delivery to audit goes on with its
+		// delivery to ops.
+		{driver.DeliveryListParams{BeforeEventID: id1, AfterSink: "audit", Limit: 10}, []string{"1→ops"}},
+		{driver.DeliveryListParams{BeforeEventID: id1, AfterSink: "ops", Limit: 10}, nil},
 	} {
 		ds, err := h.Store.DeliveryList(t.Context(), &f.p)
 		if err != nil {
