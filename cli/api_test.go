@@ -275,7 +275,8 @@ func TestAPIRunWithoutToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			cfg := writeConfig(t, "database: {path: "+path+"}\n"+tc.yaml)
+			// With the status page too: nothing is served before the refusal.
+			cfg := writeConfig(t, "database: {path: "+path+"}\n"+tc.yaml+"http:\n  listen: localhost:0\n")
 			h := &harness{t: t, env: tc.env, config: cfg}
 			h.mustRun("migrate")
 			_, stderr, err := h.runCtx(context.Background(), "run")
@@ -287,8 +288,8 @@ func TestAPIRunWithoutToken(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("run: %v\nwant it to begin %q", err, want)
 			}
-			if strings.Contains(stderr, "msg=started") || strings.Contains(stderr, "serving api") {
-				t.Errorf("run started before it refused; it must refuse first:\n%s", stderr)
+			if strings.Contains(stderr, "msg=started") || strings.Contains(stderr, "serving api") || strings.Contains(stderr, "serving http") {
+				t.Errorf("run started or served before it refused; it must refuse first:\n%s", stderr)
 			}
 			st, err := sqlite.Open(context.Background(), path, nil)
 			if err != nil {

@@ -25,6 +25,43 @@ const (
 	deliveryMaxConns = 4
 )
 
+// sinkSecrets reads each webhook sink's secret from the environment
+// variable its secret_env names. It reports, every one, a sink a check of
+// this binary names that is not configured and a secret that is not set.
+// With log, it warns of white space dropped around a secret; run calls it
+// without first, to refuse a bad configuration before it serves anything.
+func (e *env) sinkSecrets(cfg *Config, log *slog.Logger) (map[string][]byte, error) {
+	errs := cfg.checkSinksErrors(e.opts.Checks)
+	secrets := make(map[string][]byte)
+	for _, name := range cfg.SinkNames() {
+		s := cfg.Sinks[name]
+		if s.Type != SinkWebhook {
+			continue
+		}
+		// Without the whitespace around it, as the API token: a secret
+		// read from a file (a Kubernetes secret) ends with a line break
+		// the receiver's copy does not have, and every signature would
+		// fail to verify.
+		raw, _ := e.opts.lookupEnv(s.SecretEnv)
+		v := strings.TrimSpace(raw)
+		if v != raw && v != "" && log != nil {
+			// A receiver that verifies with the value as it was would
+			// refuse every request: said once, at start-up.
+			log.Warn("webhook secret: the white space around the value of "+s.SecretEnv+" is not part of the secret the requests are signed with",
+				"sink", name, "dropped_bytes", len(raw)-len(v))
+		}
+		if v == "" {
+			errs = append(errs, cfg.sinkError("sinks."+name+".secret_env", fmt.Errorf("%s is not set (or is empty, or only white space): it holds the secret "+
+				"the sink signs its requests with; set it in the server's environment", s.SecretEnv)))
+		}
+		secrets[name] = []byte(v)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return secrets, nil
+}
+
 // startDelivery starts the delivery of events to the configured sinks for
 // `run`, and returns the function that stops it; call that after the
 // client has stopped.
@@ -41,33 +78,9 @@ const (
 // until shutdown_grace after the shutdown began (ctx's end), then cancels
 // them (they are due again at once, for any server) and closes the store.
 func (e *env) startDelivery(ctx context.Context, cfg *Config, log *slog.Logger) (func(), error) {
-	errs := cfg.checkSinksErrors(e.opts.Checks)
-	secrets := make(map[string][]byte)
-	for _, name := range cfg.SinkNames() {
-		s := cfg.Sinks[name]
-		if s.Type != SinkWebhook {
-			continue
-		}
-		// Without the whitespace around it, as the API token: a secret
-		// read from a file (a Kubernetes secret) ends with a line break
-		// the receiver's copy does not have, and every signature would
-		// fail to verify.
-		raw, _ := e.opts.lookupEnv(s.SecretEnv)
-		v := strings.TrimSpace(raw)
-		if v != raw && v != "" {
-			// A receiver that verifies with the value as it was would
-			// refuse every request: said once, at start-up.
-			log.Warn("webhook secret: the white space around the value of "+s.SecretEnv+" is not part of the secret the requests are signed with",
-				"sink", name, "dropped_bytes", len(raw)-len(v))
-		}
-		if v == "" {
-			errs = append(errs, cfg.sinkError("sinks."+name+".secret_env", fmt.Errorf("%s is not set (or is empty, or only white space): it holds the secret "+
-				"the sink signs its requests with; set it in the server's environment", s.SecretEnv)))
-		}
-		secrets[name] = []byte(v)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	secrets, err := e.sinkSecrets(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	if len(cfg.Sinks) == 0 {
 		return func() {}, nil

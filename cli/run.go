@@ -134,6 +134,15 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	ready := &startupReadier{}
 	m := metrics.New(&metrics.Opts{Sinks: slices.Sorted(maps.Keys(cfg.Sinks))})
 	e.observer = m
+	// Refused before anything is served: no API without its bearer token,
+	// no sink without its secret (and nothing logged as served first).
+	apiToken, err := e.apiToken(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := e.sinkSecrets(cfg, nil); err != nil {
+		return err
+	}
 	if cfg.HTTP.Listen != "" {
 		stopHTTP, err := serveHTTP(cfg.HTTP.Listen, e.httpHandler(ready, metricsRegistry(m), log), log)
 		if err != nil {
@@ -141,11 +150,7 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		}
 		defer stopHTTP()
 	}
-	apiToken, err := e.apiToken(cfg) // api.listen: no API without its bearer token
-	if err != nil {
-		return err
-	}
-	apiLn, err := e.listenAPI(cfg, log) // nor on an address it cannot listen on
+	apiLn, err := e.listenAPI(cfg, log) // no API on an address it cannot listen on
 	if err != nil {
 		return err
 	}

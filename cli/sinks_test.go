@@ -331,3 +331,22 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 		t.Fatal("no request reached the receiver in 30s")
 	}
 }
+
+// run refuses a webhook sink whose secret is not set before it serves
+// anything: its log said "serving http" first, then the server exited (found
+// by an SRE's trial).
+func TestRunWithoutASinkSecretServesNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	cfg := writeConfig(t, "database: {path: "+path+"}\nhttp:\n  listen: 127.0.0.1:0\n"+
+		"sinks:\n  ops:\n    type: webhook\n    url: http://127.0.0.1:9/\n    secret_env: HOOK_SECRET\n")
+	h := &harness{t: t, env: map[string]string{}, config: cfg}
+	h.mustRun("migrate")
+	_, stderr, err := h.runCtx(context.Background(), "run")
+	if err == nil || !strings.Contains(err.Error(), "sinks.ops.secret_env: HOOK_SECRET is not set") {
+		t.Fatalf("run without HOOK_SECRET: %v, want the sink's secret refused; logs:\n%s", err, stderr)
+	}
+	if strings.Contains(stderr, "serving http") || strings.Contains(stderr, "msg=started") {
+		t.Errorf("run served or started before it refused; it must refuse first:\n%s", stderr)
+	}
+}
