@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,7 +97,8 @@ func breakTx(ctx context.Context, h *harness, j *checks.Job) {
 // When the transaction dies, the writes of every check that succeeded die
 // with it: their jobs stay due, untouched, with no effect recorded, and run
 // again (once) when the slot is fired again. A check that failed had its
-// writes undone anyway: its failure is recorded in a fresh transaction.
+// writes undone anyway, and a job of the wrong entity wrote nothing: their
+// failures are recorded in a fresh transaction.
 func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		clk := newClock("2026-03-10T10:00:00Z")
@@ -113,14 +115,22 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 			}
 			return time.Time{}, nil
 		}
-		c := h.client(clk, register(t, "c", check, nil), oneGroup)
-		for _, k := range []string{"ok", "fails", "breaks", "never-ran"} {
-			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
-		}
+		c := h.client(clk, register(t, "c", check, &checks.Opts{Entity: "order"}), oneGroup)
+		app := h.client(clk, &checks.Registry{}, nil) // knows no check: schedules any entity
 		slot := ts("2026-03-10T10:15:00Z")
+		for _, k := range []string{"ok", "fails", "wrong", "breaks", "never-ran"} {
+			p := prescient.ScheduleParams{Entity: "order", Key: k, Check: "c", At: slot}
+			if k == "wrong" {
+				p.Entity = "invoice"
+			}
+			if _, err := app.Schedule(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		clk.Set("2026-03-10T10:15:00Z")
-		if _, err := c.FireSlot(context.Background(), slot); err == nil || !strings.Contains(err.Error(), "lost") {
-			t.Fatalf("fire with the transaction dying: %v, want an error saying writes were lost", err)
+		// Lost: the writes of ok and breaks, not the wrong entity's (none).
+		if _, err := c.FireSlot(context.Background(), slot); err == nil || !strings.Contains(err.Error(), "the writes of 2 checked job(s), which are lost") {
+			t.Fatalf("fire with the transaction dying: %v, want an error saying the writes of 2 jobs were lost", err)
 		}
 		if n := h.count("SELECT * FROM alerts"); n != 0 {
 			t.Fatalf("%d alerts committed from a transaction that died", n)
@@ -133,13 +143,17 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 		if j := wantPending(t, c, "fails", "c"); j.FailureCount != 1 || !j.NextCheckAt.After(slot) {
 			t.Errorf("fails: %+v, want its failure recorded and a retry later", j)
 		}
+		if j, err := c.Job(context.Background(), "invoice", "wrong", "c"); err != nil || j.FailureCount != 1 || !j.NextCheckAt.After(slot) ||
+			!strings.Contains(j.LastError, "watches entity order only") {
+			t.Errorf("the wrong entity's job: %+v, %v; want its failure recorded and a retry later", j, err)
+		}
 		if recs := historyOf(t, c, "ok"); len(recs) != 0 {
 			t.Errorf("history of a job whose transaction died: %+v", recs)
 		}
 		// The group's attempt outlives its transaction: its jobs run alone
 		// next time (see unfinished.go).
-		if ids := attemptsNaming(t, h); len(ids) != 4 {
-			t.Errorf("attempts left name jobs %v, want the group's 4", ids)
+		if ids := attemptsNaming(t, h); len(ids) != 5 {
+			t.Errorf("attempts left name jobs %v, want the group's 5", ids)
 		}
 
 		// Fired again, every job left due runs once.
@@ -153,10 +167,13 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 				t.Errorf("%s: %d alerts, want exactly 1", k, n)
 			}
 		}
-		// Each job that ran since is settled; "fails", not yet due again,
-		// is still named.
-		if ids := attemptsNaming(t, h); len(ids) != 1 || ids[0] != wantPending(t, c, "fails", "c").ID {
-			t.Errorf("attempts left name jobs %v, want only the job not yet run again", ids)
+		// Each job that ran since is settled; "fails" and "wrong", not yet
+		// due again, are still named.
+		wrong, _ := c.Job(context.Background(), "invoice", "wrong", "c")
+		want := []int64{wantPending(t, c, "fails", "c").ID, wrong.ID}
+		slices.Sort(want)
+		if ids := attemptsNaming(t, h); !slices.Equal(ids, want) {
+			t.Errorf("attempts left name jobs %v, want only the jobs not yet run again, %v", ids, want)
 		}
 	})
 }

@@ -80,11 +80,15 @@ type ran struct {
 	// interrupted and its jobs released.
 	decisions []driver.Decision
 	// basis is, per job, what of the job its decision was made from (see
-	// stillHeld); set for a unit that failed, the only kind held.
+	// stillHeld); set for a unit that failed or was refused, the only kinds held.
 	basis map[int64]jobBasis
 	// kept says the unit's writes were kept (it succeeded); otherwise they
 	// were rolled back.
 	kept bool
+	// refused says the check was not called (see unit.refused): the unit
+	// wrote nothing, so its failure holds whatever becomes of the
+	// transaction, though it is kept (it needs no savepoint undone).
+	refused bool
 }
 
 // runGroup runs a group: in one transaction, or, once a transaction has run
@@ -485,7 +489,12 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 		// The check is not called: nothing was written to undo, so the
 		// failure goes with the others' writes, as a kept unit.
 		limits := c.cfg.Guards.Override(u.check.Opts.Guards)
-		return ran{decisions: c.decideUnit(limits, u, nil, u.refused, 0), kept: true}, nil
+		r := ran{decisions: c.decideUnit(limits, u, nil, u.refused, 0), kept: true, refused: true,
+			basis: make(map[int64]jobBasis, len(u.jobs))}
+		for _, j := range u.jobs {
+			r.basis[j.ID] = basisOf(j)
+		}
+		return r, nil
 	}
 	if isolate {
 		if err := tx.Savepoint(hard); err != nil {
@@ -579,7 +588,7 @@ func (c *Client) recover(hard context.Context, slot time.Time, done []ran, cause
 	lost := 0
 	for _, r := range done {
 		switch {
-		case r.kept:
+		case r.kept && !r.refused:
 			lost += len(r.decisions)
 		default:
 			held = append(held, r)
