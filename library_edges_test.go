@@ -149,7 +149,7 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 		reg := register(t, "exits", func(ctx context.Context, j *checks.Job) (time.Time, error) {
 			runtime.Goexit()
 			return time.Time{}, nil
-		}, &checks.Opts{Guards: guards.Limits{Runtime: 3 * time.Second}})
+		}, &checks.Opts{Guards: guards.Limits{Runtime: 60 * time.Second}})
 		c := h.client(clk, reg, nil)
 		schedule(t, c, "1", "exits", "2026-03-10T10:15:00Z")
 		clk.Set("2026-03-10T10:15:00Z")
@@ -160,7 +160,8 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if took > time.Second || strings.Contains(j.LastError, "runtime guard") {
+		// Far under the guard, with room for a loaded machine's firing.
+		if took > 20*time.Second || strings.Contains(j.LastError, "runtime guard") {
 			t.Fatalf("a check that exited its goroutine held the slot %s and was recorded as %q; want a failure at once saying what happened",
 				took.Round(time.Millisecond), j.LastError)
 		}

@@ -40,9 +40,9 @@ func TestSQLiteHeartbeatStaysReadyBehindSlowChecks(t *testing.T) {
 		// Each check well under the busy timeout, so that a loaded machine's
 		// commit time cannot push one group past it (250ms against 300ms
 		// failed under load); together far over it.
-		busy  = time.Second
+		busy  = 1500 * time.Millisecond
 		slow  = 200 * time.Millisecond
-		count = 10
+		count = 16
 	)
 	h, _ := openSQLiteFile(t, filepath.Join(t.TempDir(), "prescient.db"), &sqlite.Opts{BusyTimeout: busy})
 	started := make(chan string, count)

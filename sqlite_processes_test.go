@@ -47,7 +47,7 @@ func TestSQLiteWriterInAnotherProcessWaitsForOneGroup(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "prescient.db")
 	// The writers' store: a busy timeout of a few groups, far under the
 	// slot's 40 groups.
-	const busy = 6 * procSlowGroup
+	const busy = 10 * procSlowGroup
 	h, s := openSQLiteFile(t, path, &sqlite.Opts{BusyTimeout: busy})
 	clk := newClock("2026-03-10T10:00:00Z")
 	c := h.client(clk, register(t, "slow", func(context.Context, *checks.Job) (time.Time, error) {

@@ -590,7 +590,7 @@ func TestRunSaysWhatWaitingMayNotFix(t *testing.T) {
 				env[EnvDatabaseURL] = tc.url
 			}
 			h := &harness{t: t, env: env,
-				config: writeConfig(t, "database:\n"+tc.database+"  startup_timeout: 6s\n")} // long enough to retry a migration that takes 3s to refuse
+				config: writeConfig(t, "database:\n"+tc.database+"  startup_timeout: 12s\n")} // long enough to retry, under load, a migration that takes 3s to refuse
 			srv := startRun(t, h, "--migrate")
 			<-srv.exit
 			if srv.err == nil {
