@@ -144,10 +144,26 @@ func (a *api) knownCheck(ctx context.Context, check string) error {
 type cancelRequest struct {
 	Entity string `json:"entity"`
 	Key    string `json:"key"`
-	// Check, when left out (or null), cancels every pending check of the
-	// entity. An empty one is refused: a client that sends the field means
-	// one check, and an unset variable must not cancel them all.
-	Check *string `json:"check"`
+	// Check, when left out, cancels every pending check of the entity. An
+	// empty or null one is refused: a client that sends the field means one
+	// check, and an unset variable (Python's None) must not cancel them all.
+	Check optionalString `json:"check"`
+}
+
+// optionalString is a JSON string field that tells a field left out (set
+// false) from one sent as null (null true) or as a string.
+type optionalString struct {
+	set, null bool
+	s         string
+}
+
+func (o *optionalString) UnmarshalJSON(b []byte) error {
+	o.set = true
+	if string(b) == "null" {
+		o.null = true
+		return nil
+	}
+	return json.Unmarshal(b, &o.s)
 }
 
 // cancel is Client.Cancel: {"cancelled": n}, 0 when nothing was pending.
@@ -160,14 +176,16 @@ func (a *api) cancel(ctx context.Context, r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	check := ""
-	if req.Check != nil {
-		if *req.Check == "" {
-			return 0, nil, badField("check", "check is empty: name the check to cancel, or leave the field out to cancel every pending check of the entity")
-		}
-		if err := checks.ValidateName("check", *req.Check); err != nil {
+	switch c := req.Check; {
+	case c.null:
+		return 0, nil, badField("check", "check is null: name the check to cancel, or leave the field out to cancel every pending check of the entity")
+	case c.set && c.s == "":
+		return 0, nil, badField("check", "check is empty: name the check to cancel, or leave the field out to cancel every pending check of the entity")
+	case c.set:
+		if err := checks.ValidateName("check", c.s); err != nil {
 			return 0, nil, badField("check", err.Error())
 		}
-		check = *req.Check
+		check = c.s
 	}
 	n, err := a.client.Cancel(ctx, req.Entity, req.Key, check)
 	if err != nil {

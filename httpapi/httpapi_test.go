@@ -480,6 +480,12 @@ func TestAPIErrors(t *testing.T) {
 		// from an unset variable would cancel them all.
 		{"cancel with an empty check", "POST", "/v1/cancel", `{"entity": "order", "key": "42", "check": ""}`, nil,
 			400, "check", "check is empty: name the check to cancel, or leave the field out", [2]string{}},
+		// Nor is a null one (found by a new user's trial: Python's None
+		// cancelled every check of the entity).
+		{"cancel with a null check", "POST", "/v1/cancel", `{"entity": "order", "key": "42", "check": null}`, nil,
+			400, "check", "check is null: name the check to cancel, or leave the field out", [2]string{}},
+		{"cancel with a number for check", "POST", "/v1/cancel", `{"entity": "order", "key": "42", "check": 5}`, nil,
+			400, "check", "check must be a string, not a number", [2]string{}},
 		{"unknown field", "POST", "/v1/schedule", sched(`, "in": "3h", "colour": "red"`), nil, 400, "colour",
 			`unknown field "colour" (the fields are entity, key, check, at or in, payload and on_conflict)`, [2]string{}},
 		// Found by an operator's trial: a dry run that cancelled, a field
