@@ -40,7 +40,7 @@ func (o *deliveriesOpts) Validate() error {
 	case o.afterEvent < 0:
 		return fmt.Errorf("--after-event %d must be an event id (positive)", o.afterEvent)
 	case o.afterSink != "" && o.afterEvent == 0:
-		return fmt.Errorf("--after-sink needs --after-event: the event id and sink of the last delivery of the previous page, as its last line gives them")
+		return fmt.Errorf("--after-sink needs --after-event, an event id (positive): the event id and sink of the last delivery of the previous page, as its last line gives them")
 	case o.afterEvent > 0 && o.afterSink == "":
 		return fmt.Errorf("--after-event needs --after-sink: the event id and sink of the last delivery of the previous page, as its last line gives them")
 	}
