@@ -566,3 +566,38 @@ func TestCopyDoesNotRaiseStagesAgain(t *testing.T) {
 			"(copy does not move the outbox, so the stage's idempotency key is forgotten)", raised)
 	}
 }
+
+// A database whose prescient tables are in another schema than the
+// configuration names (copied there by copy --to-schema, the configuration
+// not yet saying database.schema) is not "not migrated": the commands say
+// where the tables are instead of advising migrate, which would make a
+// second, empty set of tables; migrate itself warns (found by a new user's
+// trial: status said to migrate, migrate did, and the copied jobs were out of
+// sight).
+func TestTablesInAnotherSchemaAreNamed(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t, "")
+	inSchema := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+url+"\n  schema: copied\n")}
+	inSchema.mustRun("migrate")
+	inSchema.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+url+"\n")}
+	for _, args := range [][]string{{"status"}, {"jobs", "list"}, {"history"}} {
+		_, err := h.run(args...)
+		if err == nil || !strings.Contains(err.Error(), "database.schema: the database has no prescient tables in the first schema of the search_path, but schema copied holds them") ||
+			!strings.Contains(err.Error(), "set database.schema: copied") {
+			t.Errorf("%v without database.schema: %v; want the schema that holds the tables named", args, err)
+		}
+	}
+	out, stderr, err := h.runCtx(context.Background(), "migrate")
+	if err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	wantContains(t, "migrate beside another schema's tables", stderr,
+		"warning: schema copied of this database holds prescient's tables already; this migrate makes another, empty set")
+	// Once both are migrated, each is an install of its own: no warning.
+	if _, stderr, err := h.runCtx(context.Background(), "migrate"); err != nil || strings.Contains(stderr, "warning: schema") {
+		t.Errorf("migrate again: %v, stderr %q; want no warning", err, stderr)
+	}
+	wantContains(t, "jobs list in the copied schema", inSchema.mustRun("jobs", "list"), "order", "order_unshipped")
+}

@@ -83,6 +83,14 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No tables where the configuration points, but in another schema: a
+	// store copied with --to-schema, and a configuration that does not say
+	// so yet. ErrNotMigrated's advice, to migrate, would make a second,
+	// empty set of tables.
+	if others := otherInstalls(ctx, st); len(others) > 0 {
+		st.Close()
+		return nil, elsewhereError(cfg, others)
+	}
 	// A schema a newer prescient migrated: this command may take what
 	// the newer one refuses (a version's own checks are in its migrations
 	// and its binary both), so it says so, as run does.
@@ -113,6 +121,36 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 		fmt.Fprintf(a.header, "database: %s\n", s.database)
 	}
 	return s, nil
+}
+
+// otherInstalls lists, for a PostgreSQL store whose own schema holds no
+// prescient tables, the schemas of its database that do; nil otherwise.
+func otherInstalls(ctx context.Context, st prescient.Store) []string {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
+		return nil
+	}
+	if current, _, err := pg.SchemaVersion(ctx); err != nil || current > 0 {
+		return nil
+	}
+	others, err := pg.OtherInstalls(ctx)
+	if err != nil {
+		return nil
+	}
+	return others
+}
+
+// elsewhereError says that prescient's tables are in the schemas others of
+// the database, not in the one cfg names.
+func elsewhereError(cfg *Config, others []string) error {
+	where := "the first schema of the search_path"
+	if cfg.Database.Schema != "" {
+		where = "schema " + cfg.Database.Schema
+	}
+	return &ConfigError{File: cfg.file, Line: cfg.Line("database.schema"), Key: "database.schema", Err: fmt.Errorf(
+		"the database has no prescient tables in %s, but schema %s holds them (a store `prescient copy --to-schema` copied, or another install): "+
+			"set database.schema: %s to use them (`prescient migrate` here would make a second, empty set of tables)",
+		where, strings.Join(others, ", "), others[0])}
 }
 
 // buildClient builds a client that is not started over st. recorded says

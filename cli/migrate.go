@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +64,11 @@ prints what was done as one JSON document for scripts.`,
 				// of its own when stdout is the progress line's terminal.
 				prog.clear()
 				fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", describeOpen(cmd.Context(), st, cfg))
+			}
+			if others := otherInstalls(cmd.Context(), st); len(others) > 0 {
+				prog.clear()
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: schema %s of this database holds prescient's tables already; this migrate makes another, empty set: "+
+					"if your jobs are there (a store `prescient copy --to-schema` copied), set database.schema instead\n", strings.Join(others, ", "))
 			}
 			res, err := e.migrate(cmd.Context(), st, cfg, prog)
 			if err != nil {

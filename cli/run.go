@@ -317,6 +317,10 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		return nil, nil, err
 	}
 	if o.migrate {
+		if others := otherInstalls(ctx, st); len(others) > 0 {
+			log.Warn("another schema of this database holds prescient's tables already; --migrate makes another, empty set: "+
+				"if your jobs are there (a store `prescient copy --to-schema` copied), set database.schema instead", "schemas", others)
+		}
 		if err := st.Migrate(ctx); err != nil { // the store's errors say "migrate"
 			st.Close()
 			if errors.Is(err, postgres.ErrEncoding) {

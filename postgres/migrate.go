@@ -131,6 +131,23 @@ func (s *Store) lockID() int64 {
 	return int64(h.Sum64())
 }
 
+// OtherInstalls lists the schemas of the database, other than the store's
+// own, that hold prescient's tables (prescient_jobs): where `prescient copy
+// --to-schema` copied a store, or another install.
+func (s *Store) OtherInstalls(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT schemaname::text FROM pg_tables
+		WHERE tablename = 'prescient_jobs' AND schemaname <> coalesce(nullif($1, ''), current_schema())
+		ORDER BY 1`, s.schema)
+	if err != nil {
+		return nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+	}
+	return out, nil
+}
+
 // SchemaVersion returns the version the database's schema is at (0 before
 // any migration) and the last version this binary's migrations bring it
 // to. It reads goose's table and changes nothing.
