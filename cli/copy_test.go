@@ -589,6 +589,13 @@ func TestTablesInAnotherSchemaAreNamed(t *testing.T) {
 			t.Errorf("%v without database.schema: %v; want the schema that holds the tables named", args, err)
 		}
 	}
+	// run, which waits for a migration that may be under way, says so
+	// while it waits and when it gives up.
+	srv := startRun(t, &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+url+"\n  startup_timeout: 2s\n")})
+	<-srv.exit
+	if srv.err == nil || !strings.Contains(srv.err.Error(), "but schema copied holds them") {
+		t.Errorf("run without database.schema: %v; want the schema that holds the tables named; logs:\n%s", srv.err, srv.stderr.String())
+	}
 	out, stderr, err := h.runCtx(context.Background(), "migrate")
 	if err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)

@@ -330,7 +330,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		}
 		log.Info("migrated", "database", describeOpen(ctx, st, &cfg))
 	}
-	if err := checkSchema(ctx, st, log); err != nil {
+	if err := checkSchema(ctx, st, &cfg, log); err != nil {
 		st.Close()
 		return nil, nil, err
 	}
@@ -380,7 +380,7 @@ type schemaVersioner interface {
 // fail on tables or columns it lacks; one ahead of them (a newer prescient
 // migrated it) is only warned of, so that rolling back a release does not
 // stop the servers.
-func checkSchema(ctx context.Context, st prescient.Store, log *slog.Logger) error {
+func checkSchema(ctx context.Context, st prescient.Store, cfg *Config, log *slog.Logger) error {
 	sv, ok := st.(schemaVersioner)
 	if !ok {
 		return nil
@@ -390,6 +390,10 @@ func checkSchema(ctx context.Context, st prescient.Store, log *slog.Logger) erro
 	case err != nil:
 		return err
 	case current < latest:
+		if others := otherInstalls(ctx, st); len(others) > 0 {
+			// Not "run migrate": the tables are in another schema.
+			return fmt.Errorf("%w: %w", errSchemaBehind, elsewhereError(cfg, others))
+		}
 		return fmt.Errorf("%w: it is at version %d and this prescient needs %d: run `prescient migrate` "+
 			"(or start with `prescient run --migrate`)", errSchemaBehind, current, latest)
 	case current > latest:
