@@ -135,11 +135,20 @@ type copyResult struct {
 	GridFromConf bool       `json:"grid_from_config"`
 	// toSchema is --to-schema, for the advice that follows.
 	toSchema string
+	// fromSQLite says the source is a SQLite file: declared checks'
+	// queries need rewriting for PostgreSQL.
+	fromSQLite bool
 }
 
 // runCopy opens both stores, refusing a missing SQLite file or a target that
 // is the source, copies, and reports.
 func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpts) error {
+	if _, fromEnv := cfg.env["database.url"]; fromEnv && cfg.Line("database.path") > 0 {
+		// The variable wins over the file's database.path: say so before
+		// copying another database than the one the file names.
+		fmt.Fprintf(errOut, "note: the source is the PostgreSQL database %s names (%s), not the SQLite file at database.path (%s, %s:%d): unset %s to copy the file\n",
+			EnvDatabaseURL, describeStore(cfg), absPath(cfg.Database.Path), cfg.file, cfg.Line("database.path"), EnvDatabaseURL)
+	}
 	if cfg.Database.URL != "" {
 		if same, err := samePostgres(cfg.Database.URL, cfg.Database.Schema, o.to, o.toSchema); err != nil {
 			return err
@@ -173,7 +182,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	}
 	prog.done("%d job(s), %d history record(s), %d event(s), %d catalog entries copied", res.Jobs, res.History, res.Events, res.Catalog)
 	res.From = describeOpen(ctx, src, cfg)
-	res.To, res.toSchema = describePostgres(o.to, o.toSchema), o.toSchema
+	res.To, res.toSchema, res.fromSQLite = describePostgres(o.to, o.toSchema), o.toSchema, cfg.Database.URL == ""
 	if o.json {
 		return writeJSON(out, struct {
 			*copyResult
@@ -387,5 +396,8 @@ func writeCopyResult(out io.Writer, r *copyResult) {
 	if r.toSchema != "" {
 		next += " and database.schema at " + r.toSchema
 	}
-	fmt.Fprintln(out, next+"; rewrite the queries of declared checks for PostgreSQL (= ANY($1), not json_each($1)); then start the servers")
+	if r.fromSQLite {
+		next += "; rewrite the queries of declared checks for PostgreSQL (= ANY($1), not json_each($1))"
+	}
+	fmt.Fprintln(out, next+"; then start the servers")
 }

@@ -608,3 +608,28 @@ func TestTablesInAnotherSchemaAreNamed(t *testing.T) {
 	}
 	wantContains(t, "jobs list in the copied schema", inSchema.mustRun("jobs", "list"), "order", "order_unshipped")
 }
+
+// With PRESCIENT_DATABASE_URL set, copy's source is that PostgreSQL
+// database, not the file's database.path: copy says so, and its advice
+// leaves out rewriting SQLite queries (found by a new user's trial: it
+// copied PostgreSQL to PostgreSQL without a word, then advised rewriting
+// json_each).
+func TestCopyFromPostgresNamesItsSource(t *testing.T) {
+	t.Parallel()
+	from, to := pgtest.Database(t, ""), pgtest.Database(t, "")
+	src := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+from+"\n")}
+	src.mustRun("migrate")
+	src.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+
+	dbPath := filepath.Join(t.TempDir(), "prescient.db")
+	h := &harness{t: t, env: map[string]string{EnvDatabaseURL: from}, config: writeConfig(t, "database:\n  path: "+dbPath+"\n")}
+	out, stderr, err := h.runCtx(context.Background(), "copy", "--to", to)
+	if err != nil {
+		t.Fatalf("copy: %v\n%s%s", err, out, stderr)
+	}
+	wantContains(t, "copy's note", stderr, "note: the source is the PostgreSQL database "+EnvDatabaseURL+" names", "not the SQLite file at database.path ("+dbPath)
+	wantContains(t, "copy", out, "pending jobs     1\n", "then start the servers")
+	if strings.Contains(out, "json_each") {
+		t.Errorf("copy from PostgreSQL advises rewriting SQLite's queries:\n%s", out)
+	}
+}
