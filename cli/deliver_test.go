@@ -128,6 +128,12 @@ sinks:
 		t.Errorf("deliveries --sink hook --json: %+v, want hook's one delivery, delivered with 200 on the first attempt", ds)
 	}
 	wantContains(t, "deliveries --state pending", mustRun("deliveries", "--state", "pending"), "no deliveries match")
+	var noteOut, noteErr strings.Builder
+	if err := cmd(context.Background(), &noteOut, &noteErr, "deliveries", "--sink", "hooks"); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, "deliveries of a misspelt sink", noteOut.String()+noteErr.String(), "no deliveries match",
+		`note: the configuration has no sink named "hooks" (its sinks: console, hook)`)
 	// Two deliveries, one shown: the list says more match (found by an
 	// SRE's trial: it cut the list silently).
 	first := mustRun("deliveries", "--limit", "1")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -86,7 +85,15 @@ an error, not a new empty database.`,
 				return err
 			}
 			defer s.close()
-			return printDeliveries(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
+			if err := printDeliveries(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o); err != nil {
+				return err
+			}
+			if _, ok := s.cfg.Sinks[o.sink]; o.sink != "" && !ok {
+				// Not an error (a sink removed from the configuration keeps
+				// its deliveries), but most likely a misspelt name.
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: the configuration has no sink named %q (its sinks: %s)\n", o.sink, sinksText(s.cfg))
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
@@ -148,12 +155,7 @@ or delivered are left alone.`,
 				// Nothing queued is no error, but a sink that never had a
 				// delivery is most likely a misspelt one.
 				if ds, err := s.client.Deliveries(cmd.Context(), &prescient.DeliveriesParams{Sink: o.sink, Limit: 1}); err == nil && len(ds) == 0 {
-					names := slices.Sorted(maps.Keys(s.cfg.Sinks))
-					known := "none"
-					if len(names) > 0 {
-						known = strings.Join(names, ", ")
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: no delivery was ever made to a sink named %q (the configuration's sinks: %s): is the name right?\n", o.sink, known)
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: no delivery was ever made to a sink named %q (the configuration's sinks: %s): is the name right?\n", o.sink, sinksText(s.cfg))
 				}
 			}
 			if o.json {
@@ -168,6 +170,14 @@ or delivered are left alone.`,
 	fl.Int64Var(&o.event, "event", 0, "only the dead deliveries of the event with this `ID`")
 	fl.BoolVar(&o.json, "json", false, "print the count as JSON for scripts")
 	return cmd
+}
+
+// sinksText names the configured sinks, "none" when there are none.
+func sinksText(cfg *Config) string {
+	if len(cfg.Sinks) == 0 {
+		return "none"
+	}
+	return strings.Join(cfg.SinkNames(), ", ")
 }
 
 // deliveriesErrorWidth is where the table cuts an error, without --full.
