@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/driver"
@@ -39,20 +38,8 @@ func (h *harness) complete(args ...string) []string {
 func TestCompletion(t *testing.T) {
 	t.Parallel()
 	eachStore(t, "", func(t *testing.T, h *harness, st prescient.Store) {
-		for _, j := range [][]string{{"order", "1"}, {"order", "2"}} {
+		for _, j := range [][]string{{"order", "1"}, {"order", "2"}, {"payout", "7"}, {"invoice", "9"}, {"order:eu", "3"}} {
 			h.mustRun("schedule", j[0], j[1], "order_unshipped", "--in", "1h")
-		}
-		// Jobs of other entities, which this binary's order_unshipped
-		// (of entity order) refuses: an application's client that knows
-		// no check schedules them.
-		app, err := prescient.NewClient(st, &prescient.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range [][]string{{"payout", "7"}, {"invoice", "9"}, {"order:eu", "3"}} {
-			if _, err := app.Schedule(context.Background(), prescient.ScheduleParams{Entity: j[0], Key: j[1], Check: "order_unshipped", At: time.Now().Add(time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
 		}
 		if err := st.Driver().CatalogSave(context.Background(), []driver.CatalogEntry{
 			{Check: "payout_unconfirmed", Awaits: []string{"confirmed", "shipped"}},

@@ -393,7 +393,7 @@ func TestChecksCommand(t *testing.T) {
 	wantContains(t, "checks", out,
 		"CHECK            KIND  ENTITY  AWAITS   SINKS  BATCH  MAX CHECKS  RUNTIME  HORIZON\n",
 		"order_late       sql   order   shipped  ops    500    7           5s*      2160h0m0s\n",
-		"order_unshipped  go    order   shipped  -      -      7           30s      2160h0m0s\n",
+		"order_unshipped  go    -       shipped  -      -      7           30s      2160h0m0s\n",
 		"order_late: entity order, stages counted from column placed_at\n",
 		"  24h0m0s  order.unshipped.escalated  critical  escalated\n",
 		"    WHERE "+liteDue+"\n")

@@ -134,7 +134,7 @@ func Register(reg *checks.Registry, o Options) error {
 		return err
 	}
 	o = o.withDefaults()
-	return reg.Register(Check, o.check, &checks.Opts{Entity: Entity, Awaits: []string{EventShipped}, Sinks: o.Sinks})
+	return reg.Register(Check, o.check, &checks.Opts{Awaits: []string{EventShipped}, Sinks: o.Sinks})
 }
 
 // check is the order_unshipped check. It returns the zero time (done) when
