@@ -584,10 +584,16 @@ func TestTablesInAnotherSchemaAreNamed(t *testing.T) {
 	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+url+"\n")}
 	for _, args := range [][]string{{"status"}, {"jobs", "list"}, {"history"}} {
 		_, err := h.run(args...)
-		if err == nil || !strings.Contains(err.Error(), "database.schema: the database has no prescient tables in the first schema of the search_path, but schema copied holds them") ||
-			!strings.Contains(err.Error(), "set database.schema: copied") {
+		if err == nil || !strings.Contains(err.Error(), "database.schema: the database has no prescient tables in schema public (the first of the search_path; database.schema is not set), but schema copied holds them") ||
+			!strings.Contains(err.Error(), "set database.schema: copied; if this is a new install of its own, run `prescient migrate`") {
 			t.Errorf("%v without database.schema: %v; want the schema that holds the tables named", args, err)
 		}
+	}
+	// A role that may not read schema copied is not sent there: its
+	// database is not migrated, as far as it can tell.
+	stranger := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+pgtest.Role(t, url)+"\n")}
+	if _, err := stranger.run("status"); err == nil || strings.Contains(err.Error(), "copied") || !strings.Contains(err.Error(), "no prescient tables yet") {
+		t.Errorf("status of a role without access to schema copied: %v; want the database not migrated, no schema named", err)
 	}
 	// run, which waits for a migration that may be under way, says so
 	// while it waits and when it gives up.

@@ -87,9 +87,9 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	// store copied with --to-schema, and a configuration that does not say
 	// so yet. ErrNotMigrated's advice, to migrate, would make a second,
 	// empty set of tables.
-	if others := otherInstalls(ctx, st); len(others) > 0 {
+	if own, others := otherInstalls(ctx, st); len(others) > 0 {
 		st.Close()
-		return nil, elsewhereError(cfg, others)
+		return nil, elsewhereError(cfg, own, others)
 	}
 	// A schema a newer prescient migrated: this command may take what
 	// the newer one refuses (a version's own checks are in its migrations
@@ -123,34 +123,45 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	return s, nil
 }
 
-// otherInstalls lists, for a PostgreSQL store whose own schema holds no
-// prescient tables, the schemas of its database that do; nil otherwise.
-func otherInstalls(ctx context.Context, st prescient.Store) []string {
+// otherInstalls returns, for a PostgreSQL store whose own schema holds no
+// prescient tables, that schema and the schemas of its database that hold
+// them (and that its role may read); nothing otherwise.
+func otherInstalls(ctx context.Context, st prescient.Store) (string, []string) {
 	pg, ok := st.(*postgres.Store)
 	if !ok {
-		return nil
+		return "", nil
 	}
 	if current, _, err := pg.SchemaVersion(ctx); err != nil || current > 0 {
-		return nil
+		return "", nil
 	}
-	others, err := pg.OtherInstalls(ctx)
+	own, others, err := pg.OtherInstalls(ctx)
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	return others
+	return own, others
 }
 
-// elsewhereError says that prescient's tables are in the schemas others of
-// the database, not in the one cfg names.
-func elsewhereError(cfg *Config, others []string) error {
-	where := "the first schema of the search_path"
-	if cfg.Database.Schema != "" {
-		where = "schema " + cfg.Database.Schema
+// elsewhereError says that prescient's tables are not in own, the schema
+// cfg names (or the connection's current one), but in others, and what to
+// do in either case: a new install migrates, a copied store is pointed at.
+func elsewhereError(cfg *Config, own string, others []string) error {
+	where := "schema " + own
+	switch {
+	case own == "":
+		where = "the search_path's schemas (none of them exists)"
+	case cfg.Database.Schema == "":
+		where += " (the first of the search_path; database.schema is not set)"
+	}
+	found := fmt.Sprintf("schema %s holds them", others[0])
+	use := "set database.schema: " + others[0]
+	if len(others) > 1 {
+		found = fmt.Sprintf("schemas %s hold them", strings.Join(others, ", "))
+		use = "set database.schema to the one that holds them"
 	}
 	return &ConfigError{File: cfg.file, Line: cfg.Line("database.schema"), Key: "database.schema", Err: fmt.Errorf(
-		"the database has no prescient tables in %s, but schema %s holds them (a store `prescient copy --to-schema` copied, or another install): "+
-			"set database.schema: %s to use them (`prescient migrate` here would make a second, empty set of tables)",
-		where, strings.Join(others, ", "), others[0])}
+		"the database has no prescient tables in %s, but %s: if your jobs are there (a store `prescient copy --to-schema` copied), %s; "+
+			"if this is a new install of its own, run `prescient migrate`",
+		where, found, use)}
 }
 
 // buildClient builds a client that is not started over st. recorded says

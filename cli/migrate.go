@@ -65,7 +65,7 @@ prints what was done as one JSON document for scripts.`,
 				prog.clear()
 				fmt.Fprintf(cmd.OutOrStdout(), "database: %s\n", describeOpen(cmd.Context(), st, cfg))
 			}
-			if others := otherInstalls(cmd.Context(), st); len(others) > 0 {
+			if _, others := otherInstalls(cmd.Context(), st); len(others) > 0 {
 				prog.clear()
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: schema %s of this database holds prescient's tables already; this migrate makes another, empty set: "+
 					"if your jobs are there (a store `prescient copy --to-schema` copied), set database.schema instead\n", strings.Join(others, ", "))

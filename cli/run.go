@@ -317,7 +317,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		return nil, nil, err
 	}
 	if o.migrate {
-		if others := otherInstalls(ctx, st); len(others) > 0 {
+		if _, others := otherInstalls(ctx, st); len(others) > 0 {
 			log.Warn("another schema of this database holds prescient's tables already; --migrate makes another, empty set: "+
 				"if your jobs are there (a store `prescient copy --to-schema` copied), set database.schema instead", "schemas", others)
 		}
@@ -390,9 +390,9 @@ func checkSchema(ctx context.Context, st prescient.Store, cfg *Config, log *slog
 	case err != nil:
 		return err
 	case current < latest:
-		if others := otherInstalls(ctx, st); len(others) > 0 {
-			// Not "run migrate": the tables are in another schema.
-			return fmt.Errorf("%w: %w", errSchemaBehind, elsewhereError(cfg, others))
+		if own, others := otherInstalls(ctx, st); len(others) > 0 {
+			// Not only "run migrate": the tables may be in another schema.
+			return fmt.Errorf("%w: %w", errSchemaBehind, elsewhereError(cfg, own, others))
 		}
 		return fmt.Errorf("%w: it is at version %d and this prescient needs %d: run `prescient migrate` "+
 			"(or start with `prescient run --migrate`)", errSchemaBehind, current, latest)

@@ -131,21 +131,32 @@ func (s *Store) lockID() int64 {
 	return int64(h.Sum64())
 }
 
-// OtherInstalls lists the schemas of the database, other than the store's
-// own, that hold prescient's tables (prescient_jobs): where `prescient copy
-// --to-schema` copied a store, or another install.
-func (s *Store) OtherInstalls(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT schemaname::text FROM pg_tables
-		WHERE tablename = 'prescient_jobs' AND schemaname <> coalesce(nullif($1, ''), current_schema())
-		ORDER BY 1`, s.schema)
-	if err != nil {
-		return nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+// OtherInstalls returns the store's own schema (the configured one, or
+// current_schema()) and lists the other schemas of the database whose
+// prescient tables (prescient_jobs) the connection's role may read: where
+// `prescient copy --to-schema` copied a store, or another install.
+func (s *Store) OtherInstalls(ctx context.Context) (own string, others []string, err error) {
+	var o *string
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(nullif($1, ''), current_schema())`, s.schema).Scan(&o); err != nil {
+		return "", nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+	if o != nil {
+		own = *o
 	}
-	return out, nil
+	// By oid: the privilege functions then never raise (by name, one may
+	// be evaluated for a row the name test has not dropped yet).
+	rows, err := s.pool.Query(ctx, `SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relname = 'prescient_jobs' AND c.relkind IN ('r', 'p') AND n.nspname <> $1
+			AND has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT')
+		ORDER BY 1`, own)
+	if err != nil {
+		return "", nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+	}
+	others, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", nil, fmt.Errorf("list prescient's schemas: %w", interpretError(ctx, err))
+	}
+	return own, others, nil
 }
 
 // SchemaVersion returns the version the database's schema is at (0 before
