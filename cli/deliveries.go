@@ -85,12 +85,14 @@ an error, not a new empty database.`,
 				return err
 			}
 			defer s.close()
-			if err := printDeliveries(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o); err != nil {
+			n, err := printDeliveries(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), s.client, o)
+			if err != nil {
 				return err
 			}
-			if _, ok := s.cfg.Sinks[o.sink]; o.sink != "" && !ok {
-				// Not an error (a sink removed from the configuration keeps
-				// its deliveries), but most likely a misspelt name.
+			if _, ok := s.cfg.Sinks[o.sink]; n == 0 && o.sink != "" && !ok {
+				// Not an error, but most likely a misspelt name (a sink
+				// removed from the configuration keeps its deliveries, and
+				// lists them).
 				fmt.Fprintf(cmd.ErrOrStderr(), "note: the configuration has no sink named %q (its sinks: %s)\n", o.sink, sinksText(s.cfg))
 			}
 			return nil
@@ -183,12 +185,14 @@ func sinksText(cfg *Config) string {
 // deliveriesErrorWidth is where the table cuts an error, without --full.
 const deliveriesErrorWidth = 60
 
-func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *deliveriesOpts) error {
+// printDeliveries prints one page of the deliveries o selects and returns
+// how many it printed.
+func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Client, o *deliveriesOpts) (int, error) {
 	// One more than --limit says whether more match.
 	ds, err := c.Deliveries(ctx, &prescient.DeliveriesParams{Sink: o.sink, State: prescient.DeliveryState(o.state),
 		BeforeEventID: o.afterEvent, AfterSink: o.afterSink, Limit: o.limit + 1})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	more := ""
 	if len(ds) > o.limit {
@@ -204,11 +208,11 @@ func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Cl
 		if more != "" {
 			fmt.Fprintln(errOut, "note: "+more)
 		}
-		return writeJSON(out, ds)
+		return len(ds), writeJSON(out, ds)
 	}
 	if len(ds) == 0 {
 		fmt.Fprintln(out, "no deliveries match")
-		return nil
+		return 0, nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EVENT\tSINK\tSTATE\tATTEMPTS\tWHEN\tSTATUS\tIDEMPOTENCY KEY\tEVENT NAME\tLAST ERROR")
@@ -249,7 +253,7 @@ func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Cl
 	if more != "" {
 		fmt.Fprintln(out, more)
 	}
-	return nil
+	return len(ds), nil
 }
 
 // deliveryCounts prints the per-sink counts of Status.Deliveries for

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/internal/pgtest"
 )
 
@@ -65,5 +66,37 @@ func TestKeysCompareByteWise(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("key columns' collations: %q, want %q", got, want)
+	}
+
+	// One event's deliveries list, and page, by sink name byte by byte, as
+	// on SQLite (found by a review: the default collation ordered them
+	// otherwise, skipping none).
+	var event int64
+	if err := s.pool.QueryRow(ctx, `
+		INSERT INTO prescient_outbox (created_at, job_id, entity, entity_key, check_name, stage, event, idempotency_key)
+		VALUES (now(), 1, 'order', '1', 'c', 'alert', 'e', 'order/1/c/alert') RETURNING id`).Scan(&event); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO prescient_deliveries (event_id, sink, next_attempt_at, updated_at)
+		SELECT $1, n, now(), now() FROM unnest($2::text[]) n`, event, names); err != nil {
+		t.Fatal(err)
+	}
+	sinksOf := func(p *driver.DeliveryListParams) []string {
+		ds, err := s.DeliveryList(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.Sink)
+		}
+		return out
+	}
+	if got := sinksOf(&driver.DeliveryListParams{Limit: 10}); !slices.Equal(got, sorted) {
+		t.Errorf("deliveries by sink %q, want Go's order %q", got, sorted)
+	}
+	if got := sinksOf(&driver.DeliveryListParams{BeforeEventID: event, AfterSink: "B", Limit: 10}); !slices.Equal(got, sorted[2:]) {
+		t.Errorf("deliveries after sink %q: %q, want %q", "B", got, sorted[2:])
 	}
 }

@@ -179,8 +179,8 @@ func (s *Store) DeliveryList(ctx context.Context, p *driver.DeliveryListParams) 
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+deliveryColumns+`
 		FROM prescient_deliveries d JOIN prescient_outbox o ON o.id = d.event_id
-		WHERE ($1 = '' OR d.sink = $1) AND ($2 = '' OR d.state = $2) AND (d.event_id < $3 OR (d.event_id = $3 AND $5 <> '' AND d.sink > $5))
-		ORDER BY d.event_id DESC, d.sink
+		WHERE ($1 = '' OR d.sink = $1) AND ($2 = '' OR d.state = $2) AND (d.event_id < $3 OR (d.event_id = $3 AND $5 <> '' AND d.sink COLLATE "C" > $5))
+		ORDER BY d.event_id DESC, d.sink COLLATE "C"
 		LIMIT $4`, p.Sink, string(p.State), before, p.Limit, p.AfterSink)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", interpretError(ctx, err))
