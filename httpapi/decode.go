@@ -150,14 +150,19 @@ func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
 
 // exactFields refuses a field of the JSON object body that encoding/json
 // took for one of dst's although it is not written as its json tag is (it
-// matches names whatever their case: "Entity" for entity), and a field given
-// twice (encoding/json keeps the last). body decoded into dst.
+// matches names whatever their case: "Entity" for entity), a field given
+// twice (encoding/json keeps the last), and null for a field tagged
+// api:"required" (encoding/json leaves it empty, which its check would
+// report as an empty or invalid value). body decoded into dst.
 func exactFields(body []byte, dst any, fields string) error {
-	var names []string
+	var names, required []string
 	t := reflect.TypeOf(dst).Elem()
 	for i := range t.NumField() {
 		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
 			names = append(names, name)
+			if t.Field(i).Tag.Get("api") == "required" {
+				required = append(required, name)
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -181,6 +186,9 @@ func exactFields(body []byte, dst any, fields string) error {
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return badField("", "the body is not a valid JSON object: "+err.Error())
+		}
+		if string(v) == "null" && slices.Contains(required, name) {
+			return badField(name, fmt.Sprintf("%s is null: give it as a string", name))
 		}
 	}
 	return nil

@@ -40,9 +40,9 @@ func clientMessage(err error) string {
 
 // scheduleRequest is the body of POST /v1/schedule.
 type scheduleRequest struct {
-	Entity string `json:"entity"`
-	Key    string `json:"key"`
-	Check  string `json:"check"`
+	Entity string `json:"entity" api:"required"`
+	Key    string `json:"key" api:"required"`
+	Check  string `json:"check" api:"required"`
 	// At is an RFC 3339 time; In a Go duration from now. One of them.
 	At string `json:"at"`
 	In string `json:"in"`
@@ -142,8 +142,8 @@ func (a *api) knownCheck(ctx context.Context, check string) error {
 
 // cancelRequest is the body of POST /v1/cancel.
 type cancelRequest struct {
-	Entity string `json:"entity"`
-	Key    string `json:"key"`
+	Entity string `json:"entity" api:"required"`
+	Key    string `json:"key" api:"required"`
 	// Check, when left out, cancels every pending check of the entity. An
 	// empty or null one is refused: a client that sends the field means one
 	// check, and an unset variable (Python's None) must not cancel them all.
@@ -196,9 +196,9 @@ func (a *api) cancel(ctx context.Context, r *http.Request) (int, any, error) {
 
 // resolveRequest is the body of POST /v1/resolve.
 type resolveRequest struct {
-	Entity string `json:"entity"`
-	Key    string `json:"key"`
-	Event  string `json:"event"`
+	Entity string `json:"entity" api:"required"`
+	Key    string `json:"key" api:"required"`
+	Event  string `json:"event" api:"required"`
 }
 
 // resolve is Client.Resolve: {"resolved": n}, 0 when no pending check of

@@ -486,6 +486,12 @@ func TestAPIErrors(t *testing.T) {
 			400, "check", "check is null: name the check to cancel, or leave the field out", [2]string{}},
 		{"cancel with a number for check", "POST", "/v1/cancel", `{"entity": "order", "key": "42", "check": 5}`, nil,
 			400, "check", "check must be a string, not a number", [2]string{}},
+		// null where a name is required says so (it was reported as an
+		// empty or invalid value: `invalid event name ""`).
+		{"resolve with a null event", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": null}`, nil,
+			400, "event", "event is null: give it as a string", [2]string{}},
+		{"schedule with a null key", "POST", "/v1/schedule", `{"entity": "order", "key": null, "check": "c", "in": "3h"}`, nil,
+			400, "key", "key is null: give it as a string", [2]string{}},
 		{"unknown field", "POST", "/v1/schedule", sched(`, "in": "3h", "colour": "red"`), nil, 400, "colour",
 			`unknown field "colour" (the fields are entity, key, check, at or in, payload and on_conflict)`, [2]string{}},
 		// Found by an operator's trial: a dry run that cancelled, a field
