@@ -163,6 +163,9 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		return err
 	}
 	defer src.Close()
+	if own, others := otherInstalls(ctx, src); len(others) > 0 {
+		return elsewhereError(cfg, own, others) // a PostgreSQL source whose tables are in another schema
+	}
 	if err := refuseLiveServers(ctx, src.Driver(), time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
 		return err
 	}

@@ -589,6 +589,10 @@ func TestTablesInAnotherSchemaAreNamed(t *testing.T) {
 			t.Errorf("%v without database.schema: %v; want the schema that holds the tables named", args, err)
 		}
 	}
+	// copy from there (the source then being PostgreSQL) says so too.
+	if _, err := h.run("copy", "--to", pgtest.Database(t, "")); err == nil || !strings.Contains(err.Error(), "but schema copied holds them") {
+		t.Errorf("copy without database.schema: %v; want the schema that holds the tables named", err)
+	}
 	// A role that may not read schema copied is not sent there: its
 	// database is not migrated, as far as it can tell.
 	stranger := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  url: "+pgtest.Role(t, url)+"\n")}
