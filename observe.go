@@ -220,7 +220,10 @@ func (c *Client) sweepFinished(trigger string, mode SweepMode, res *SweepResult,
 	switch {
 	case err != nil && !errors.Is(err, context.Canceled):
 		level = slog.LevelError
-	case res.Jobs > 0 || res.Slots > 0:
+	case res.Jobs > 0:
+		// Not for slots that held only jobs of unknown checks, left
+		// pending (each slot's line and a warning say so), which every
+		// sweep finds again.
 		level = slog.LevelInfo
 	}
 	if c.log.Enabled(context.Background(), level) {

@@ -315,3 +315,35 @@ func TestSlotAndSweepLogs(t *testing.T) {
 		}
 	})
 }
+
+// A sweep that finds only jobs of an unknown check, left pending, logs at
+// DEBUG, as a sweep that found nothing: every sweep finds them again, and
+// each logged one INFO line more (found by an SRE's trial); the slot's own
+// line and the warning about the check still say what is left.
+func TestSweepOfUnknownChecksOnlyLogsAtDebug(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		var buf bytes.Buffer
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, observedRegistry(t), func(cfg *prescient.Config) {
+			cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
+		app := h.client(clk, &checks.Registry{}, nil) // knows no check: schedules any
+		if _, err := app.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "ghost", At: ts("2026-03-10T10:15:00Z")}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set("2026-03-10T10:31:00Z")
+		for range 2 {
+			if _, err := c.Sweep(ctx, prescient.SweepRun); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recs := logRecords(t, &buf)
+		if sweeps := withMsg(recs, "sweep"); len(sweeps) != 0 {
+			t.Errorf("at info, sweeps that took no job logged: %v", sweeps)
+		}
+		if fired := withMsg(recs, "slot fired"); len(fired) == 0 || fired[0]["unknown"] != 1.0 {
+			t.Errorf("slot lines %v, want the slot with its unknown job at INFO", fired)
+		}
+	})
+}

@@ -274,6 +274,15 @@ func TestMetricsOverHTTP(t *testing.T) {
 			if sum, _ := f.Sum("prescient_slot_lag_seconds", "kind", "sweep"); sum != 45*60 {
 				t.Errorf("sweep slot lag sum %v, want 2700 (30m + 15m)", sum)
 			}
+			// Swept again, 10:30 holds only ghost's job, of no known
+			// check: no job is late, so no lag is observed (found by an
+			// SRE's trial: every sweep added one, and a lag alert stayed on).
+			if _, err := c.Sweep(ctx, prescient.SweepRun); err != nil {
+				t.Fatal(err)
+			}
+			f = promtest.MustScrape(t, url)
+			want(t, f, 2, "prescient_sweeps_total", "mode", "run")
+			want(t, f, 2, "prescient_slot_lag_seconds", "kind", "sweep")
 			want(t, f, 1, "prescient_jobs_overdue") // ghost's
 			want(t, f, 1, "prescient_jobs_unknown_check", "check", "ghost")
 			want(t, f, 0, "prescient_jobs_pending", "check", "boom")
