@@ -147,9 +147,12 @@ func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 		tw.Flush()
 	}
 
-	if st.Incomplete > 0 {
+	switch {
+	case st.Incomplete > 0 && noSweep:
+		fmt.Fprintf(out, "\nrecent slots (%d incomplete: no sweep is scheduled; their owner's catch-up, `prescient sweep` or a server that starts takes their jobs):\n", st.Incomplete)
+	case st.Incomplete > 0:
 		fmt.Fprintf(out, "\nrecent slots (%d incomplete: catch-up or the sweep takes their jobs):\n", st.Incomplete)
-	} else {
+	default:
 		fmt.Fprintln(out, "\nrecent slots:")
 	}
 	if len(st.Recent) == 0 {
