@@ -182,6 +182,8 @@ func (e *env) deliverer(ctx context.Context, cfg *Config, st prescient.Store, lo
 	if now == nil {
 		now = time.Now
 	}
+	// As the engine's records do: with several servers, which one sent.
+	log = log.With("server", cfg.clientConfig().Server)
 	var targets []delivery.Target
 	for _, name := range cfg.SinkNames() {
 		s := cfg.Sinks[name]

@@ -114,6 +114,11 @@ sinks:
 		t.Fatalf("receiver got keys %v (refused %v), want order/42/order_unshipped/alert once, signed", got, refused)
 	}
 	wantContains(t, "run logs", logs.String(), "msg=event", "idempotency_key=order/42/order_unshipped/alert")
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "msg=event") && !strings.Contains(l, " server=") {
+			t.Errorf("the log sink's line names no server: %s", l)
+		}
+	}
 
 	out := mustRun("deliveries")
 	wantContains(t, "deliveries", out, "database: sqlite file", "EVENT", "console", "hook", "delivered", "order/42/order_unshipped/alert", "order.unshipped")
