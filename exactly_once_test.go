@@ -118,15 +118,12 @@ func TestTransactionDyingUnderKeptWrites(t *testing.T) {
 		c := h.client(clk, register(t, "c", check, &checks.Opts{Entity: "order"}), oneGroup)
 		app := h.client(clk, &checks.Registry{}, nil) // knows no check: schedules any entity
 		slot := ts("2026-03-10T10:15:00Z")
-		for _, k := range []string{"ok", "fails", "wrong", "breaks", "never-ran"} {
-			p := prescient.ScheduleParams{Entity: "order", Key: k, Check: "c", At: slot}
-			if k == "wrong" {
-				p.Entity = "invoice"
-			}
-			if _, err := app.Schedule(context.Background(), p); err != nil {
-				t.Fatal(err)
-			}
-		}
+		scheduleEach(t, app,
+			prescient.ScheduleParams{Entity: "order", Key: "ok", Check: "c", At: slot},
+			prescient.ScheduleParams{Entity: "order", Key: "fails", Check: "c", At: slot},
+			prescient.ScheduleParams{Entity: "invoice", Key: "wrong", Check: "c", At: slot},
+			prescient.ScheduleParams{Entity: "order", Key: "breaks", Check: "c", At: slot},
+			prescient.ScheduleParams{Entity: "order", Key: "never-ran", Check: "c", At: slot})
 		clk.Set("2026-03-10T10:15:00Z")
 		// Lost: the writes of ok and breaks, not the wrong entity's (none).
 		if _, err := c.FireSlot(context.Background(), slot); err == nil || !strings.Contains(err.Error(), "the writes of 2 checked job(s), which are lost") {

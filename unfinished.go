@@ -94,9 +94,11 @@ func (c *Client) unfinished(ctx context.Context, among map[int64]bool) (leftBehi
 // restarted since), and a is younger than the longest a group may run here
 // (twice GroupDuration and the largest runtime guard, and ServerTimeout for
 // the clocks' difference). started is when this client started (zero: it
-// did not, as `prescient sweep`, which may share a server's name). Such an attempt cannot be told from one the server
-// left when it died a moment ago (it is live until its heartbeat is judged
-// stale): it counts toward running its jobs on their own, or alone, which
+// did not, as `prescient sweep`, which may share a server's name).
+//
+// Such an attempt cannot be told from one the server left when it died a
+// moment ago (it is live until its heartbeat is judged stale): it counts
+// toward running its jobs on their own, or alone, which
 // isolates a culprit at once, and not toward ending a job failed without
 // running, which a group at work must never cause (with MaxUnfinished 2, a
 // crash and another server's group at work ended a job that crashed

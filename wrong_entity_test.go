@@ -47,16 +47,11 @@ func TestWrongEntityJobFailsWithoutCallingTheCheck(t *testing.T) {
 		server := h.client(clk, reg, func(cfg *prescient.Config) { cfg.MaxFailures = 1 })
 		app := h.client(clk, &checks.Registry{}, nil)
 		at := ts("2026-03-10T10:15:00Z")
-		for _, p := range []prescient.ScheduleParams{
-			{Entity: "order", Key: "1", Check: "invoice_unsent", At: at},
-			{Entity: "invoice", Key: "2", Check: "invoice_unsent", At: at},
-			{Entity: "order", Key: "3", Check: "invoice_unpaid", At: at},
-			{Entity: "invoice", Key: "4", Check: "invoice_unpaid", At: at},
-		} {
-			if _, err := app.Schedule(context.Background(), p); err != nil {
-				t.Fatalf("the application's client (no checks registered) scheduling %+v: %v", p, err)
-			}
-		}
+		scheduleEach(t, app,
+			prescient.ScheduleParams{Entity: "order", Key: "1", Check: "invoice_unsent", At: at},
+			prescient.ScheduleParams{Entity: "invoice", Key: "2", Check: "invoice_unsent", At: at},
+			prescient.ScheduleParams{Entity: "order", Key: "3", Check: "invoice_unpaid", At: at},
+			prescient.ScheduleParams{Entity: "invoice", Key: "4", Check: "invoice_unpaid", At: at})
 		if _, err := server.Schedule(context.Background(), prescient.ScheduleParams{Entity: "order", Key: "5", Check: "invoice_unsent", At: at}); !errors.Is(err, prescient.ErrWrongEntity) {
 			t.Errorf("the server's client scheduling order/5 for invoice_unsent: %v, want ErrWrongEntity", err)
 		}
@@ -109,16 +104,11 @@ func TestWrongEntityBatchGroupCutByGroupDuration(t *testing.T) {
 		server := h.client(clk, reg, func(cfg *prescient.Config) { cfg.GroupDuration = time.Nanosecond })
 		app := h.client(clk, &checks.Registry{}, nil)
 		at := ts("2026-03-10T10:15:00Z")
-		for _, p := range []prescient.ScheduleParams{
-			{Entity: "order", Key: "1", Check: "invoice_unpaid", At: at},
-			{Entity: "invoice", Key: "2", Check: "invoice_unpaid", At: at},
-			{Entity: "invoice", Key: "3", Check: "invoice_unpaid", At: at},
-			{Entity: "invoice", Key: "4", Check: "invoice_unpaid", At: at},
-		} {
-			if _, err := app.Schedule(context.Background(), p); err != nil {
-				t.Fatal(err)
-			}
-		}
+		scheduleEach(t, app,
+			prescient.ScheduleParams{Entity: "order", Key: "1", Check: "invoice_unpaid", At: at},
+			prescient.ScheduleParams{Entity: "invoice", Key: "2", Check: "invoice_unpaid", At: at},
+			prescient.ScheduleParams{Entity: "invoice", Key: "3", Check: "invoice_unpaid", At: at},
+			prescient.ScheduleParams{Entity: "invoice", Key: "4", Check: "invoice_unpaid", At: at})
 		clk.Set("2026-03-10T10:15:00Z")
 		if rec := fire(t, server, "2026-03-10T10:15:00Z"); rec.Checked != 4 {
 			t.Errorf("slot record %+v: want all 4 jobs checked", rec)
@@ -133,4 +123,15 @@ func TestWrongEntityBatchGroupCutByGroupDuration(t *testing.T) {
 			}
 		}
 	})
+}
+
+// scheduleEach schedules every job of ps through c (an application's client
+// that registers no checks takes any entity).
+func scheduleEach(t *testing.T, c *prescient.Client, ps ...prescient.ScheduleParams) {
+	t.Helper()
+	for _, p := range ps {
+		if _, err := c.Schedule(context.Background(), p); err != nil {
+			t.Fatalf("scheduling %+v: %v", p, err)
+		}
+	}
 }

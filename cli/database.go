@@ -83,19 +83,23 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	// No tables where the configuration points, but in another schema: a
-	// store copied with --to-schema, and a configuration that does not say
-	// so yet. ErrNotMigrated's advice, to migrate, would make a second,
-	// empty set of tables.
-	if own, others := otherInstalls(ctx, st); len(others) > 0 {
-		st.Close()
-		return nil, elsewhereError(cfg, own, others)
-	}
-	// A schema a newer prescient migrated: this command may take what
-	// the newer one refuses (a version's own checks are in its migrations
-	// and its binary both), so it says so, as run does.
 	if sv, ok := st.(schemaVersioner); ok {
-		if current, latest, err := sv.SchemaVersion(ctx); err == nil && current > latest {
+		current, latest, err := sv.SchemaVersion(ctx)
+		switch {
+		case err != nil:
+		case current == 0:
+			// No tables where the configuration points, but in another
+			// schema: a store copied with --to-schema, and a configuration
+			// that does not say so yet. ErrNotMigrated's advice, to
+			// migrate, would make a second, empty set of tables.
+			if own, others := otherSchemas(ctx, st); len(others) > 0 {
+				st.Close()
+				return nil, elsewhereError(cfg, own, others)
+			}
+		case current > latest:
+			// A schema a newer prescient migrated: this command may take
+			// what the newer one refuses (a version's own checks are in its
+			// migrations and its binary both), so it says so, as run does.
 			fmt.Fprintf(e.opts.Err, "warning: the database's schema is at version %d, newer than this prescient knows (up to %d): "+
 				"a newer version migrated it, and this command may not check what it does; upgrade prescient\n", current, latest)
 		}
@@ -127,11 +131,19 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 // prescient tables, that schema and the schemas of its database that hold
 // them (and that its role may read); nothing otherwise.
 func otherInstalls(ctx context.Context, st prescient.Store) (string, []string) {
-	pg, ok := st.(*postgres.Store)
-	if !ok {
+	if sv, ok := st.(schemaVersioner); !ok {
+		return "", nil
+	} else if current, _, err := sv.SchemaVersion(ctx); err != nil || current > 0 {
 		return "", nil
 	}
-	if current, _, err := pg.SchemaVersion(ctx); err != nil || current > 0 {
+	return otherSchemas(ctx, st)
+}
+
+// otherSchemas is otherInstalls for a store known to hold no tables in its
+// own schema.
+func otherSchemas(ctx context.Context, st prescient.Store) (string, []string) {
+	pg, ok := st.(*postgres.Store)
+	if !ok {
 		return "", nil
 	}
 	own, others, err := pg.OtherInstalls(ctx)

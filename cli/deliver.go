@@ -28,8 +28,8 @@ const (
 // sinkSecrets reads each webhook sink's secret from the environment
 // variable its secret_env names. It reports, every one, a sink a check of
 // this binary names that is not configured and a secret that is not set.
-// With log, it warns of white space dropped around a secret; run calls it
-// without first, to refuse a bad configuration before it serves anything.
+// It warns of white space dropped around a secret. run calls it first, to
+// refuse a bad configuration before it serves anything.
 func (e *env) sinkSecrets(cfg *Config, log *slog.Logger) (map[string][]byte, error) {
 	errs := cfg.checkSinksErrors(e.opts.Checks)
 	secrets := make(map[string][]byte)
@@ -44,7 +44,7 @@ func (e *env) sinkSecrets(cfg *Config, log *slog.Logger) (map[string][]byte, err
 		// fail to verify.
 		raw, _ := e.opts.lookupEnv(s.SecretEnv)
 		v := strings.TrimSpace(raw)
-		if v != raw && v != "" && log != nil {
+		if v != raw && v != "" {
 			// A receiver that verifies with the value as it was would
 			// refuse every request: said once, at start-up.
 			log.Warn("webhook secret: the white space around the value of "+s.SecretEnv+" is not part of the secret the requests are signed with",
@@ -63,12 +63,10 @@ func (e *env) sinkSecrets(cfg *Config, log *slog.Logger) (map[string][]byte, err
 }
 
 // startDelivery starts the delivery of events to the configured sinks for
-// `run`, and returns the function that stops it; call that after the
-// client has stopped.
+// `run`, with the webhooks' secrets sinkSecrets read, and returns the
+// function that stops it; call that after the client has stopped.
 //
-// It refuses to start, with a configuration error naming the key and its
-// line, when a check of this binary names a sink that is not configured or
-// a webhook's secret variable is not set. Then it opens a store of its own
+// It opens a store of its own
 // (a small pool on PostgreSQL, so that the workers never take a connection
 // the slots need), retrying until the database answers, and runs one
 // worker per sink (package delivery). A slot that checked jobs wakes the
@@ -77,11 +75,7 @@ func (e *env) sinkSecrets(cfg *Config, log *slog.Logger) (map[string][]byte, err
 // The stop function stops claiming deliveries, gives the sends under way
 // until shutdown_grace after the shutdown began (ctx's end), then cancels
 // them (they are due again at once, for any server) and closes the store.
-func (e *env) startDelivery(ctx context.Context, cfg *Config, log *slog.Logger) (func(), error) {
-	secrets, err := e.sinkSecrets(cfg, log)
-	if err != nil {
-		return nil, err
-	}
+func (e *env) startDelivery(ctx context.Context, cfg *Config, secrets map[string][]byte, log *slog.Logger) (func(), error) {
 	if len(cfg.Sinks) == 0 {
 		return func() {}, nil
 	}

@@ -140,7 +140,8 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	if err != nil {
 		return err
 	}
-	if _, err := e.sinkSecrets(cfg, nil); err != nil {
+	secrets, err := e.sinkSecrets(cfg, log)
+	if err != nil {
 		return err
 	}
 	if cfg.HTTP.Listen != "" {
@@ -156,7 +157,7 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	}
 	apiStarted, apiStop := e.serveAPI(ctx, cfg, apiToken, apiLn, log) // 503 until started
 	defer apiStop()
-	stopDelivery, err := e.startDelivery(ctx, cfg, log) // sinks: workers on a store of their own, stopped after the client
+	stopDelivery, err := e.startDelivery(ctx, cfg, secrets, log) // sinks: workers on a store of their own, stopped after the client
 	if err != nil {
 		return err
 	}
@@ -390,9 +391,11 @@ func checkSchema(ctx context.Context, st prescient.Store, cfg *Config, log *slog
 	case err != nil:
 		return err
 	case current < latest:
-		if own, others := otherInstalls(ctx, st); len(others) > 0 {
+		if current == 0 {
 			// Not only "run migrate": the tables may be in another schema.
-			return fmt.Errorf("%w: %w", errSchemaBehind, elsewhereError(cfg, own, others))
+			if own, others := otherSchemas(ctx, st); len(others) > 0 {
+				return fmt.Errorf("%w: %w", errSchemaBehind, elsewhereError(cfg, own, others))
+			}
 		}
 		return fmt.Errorf("%w: it is at version %d and this prescient needs %d: run `prescient migrate` "+
 			"(or start with `prescient run --migrate`)", errSchemaBehind, current, latest)

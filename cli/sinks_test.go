@@ -140,7 +140,7 @@ func TestStartDeliveryRefuses(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": ""})}).withDefaults()}
-	_, err = e.startDelivery(context.Background(), cfg, log)
+	_, err = e.sinkSecrets(cfg, log)
 	if err == nil {
 		t.Fatal("started with a check naming an unknown sink and an empty secret")
 	}
@@ -164,7 +164,11 @@ func TestStartDeliveryRefuses(t *testing.T) {
 	}
 	e = &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s3cret-value"})}).withDefaults()}
 	cfg.Database.Path = t.TempDir() + "/prescient.db"
-	stop, err := e.startDelivery(context.Background(), cfg, log)
+	secrets, err := e.sinkSecrets(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := e.startDelivery(context.Background(), cfg, secrets, log)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -284,7 +288,7 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	reg := &checks.Registry{}
 	e := &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": " \n\t"})}).withDefaults()}
-	if _, err := e.startDelivery(context.Background(), cfg, log); err == nil || !strings.Contains(err.Error(), "HOOK_SECRET is not set (or is empty, or only white space)") {
+	if _, err := e.sinkSecrets(cfg, log); err == nil || !strings.Contains(err.Error(), "HOOK_SECRET is not set (or is empty, or only white space)") {
 		t.Fatalf("start with a secret of white space only: %v, want it refused", err)
 	}
 
@@ -310,7 +314,12 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 	e = &env{opts: (&Opts{Checks: reg, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s3cret-value\n"})}).withDefaults()}
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &syncBuffer{}
-	stop, err := e.startDelivery(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	slogger := slog.New(slog.NewTextHandler(logs, nil))
+	secrets, err := e.sinkSecrets(cfg, slogger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := e.startDelivery(ctx, cfg, secrets, slogger)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
