@@ -11,6 +11,7 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -369,14 +370,15 @@ func readyz(addr string) int {
 	return resp.StatusCode
 }
 
+// freeAddr returns a loopback address nothing listens on (see
+// pgtest.FreePort).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // waitFor polls cond, which looks at another process or the log of the

@@ -3,7 +3,6 @@ package hatest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/prescient-dev/prescient/internal/pgtest"
 )
 
 // The formation runs PostgreSQL 15, the version Debian packages
@@ -706,24 +707,15 @@ func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// freePorts returns n distinct free loopback ports.
+// freePorts returns n distinct free loopback ports (see pgtest.FreePort).
 func freePorts(n int) ([]int, error) {
-	var (
-		ports []int
-		lns   []net.Listener
-	)
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := pgtest.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports[i] = p
 	}
 	return ports, nil
 }

@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	oexec "os/exec"
 	"os/user"
@@ -59,7 +58,7 @@ func NewInstance(t testing.TB) *Instance {
 		in.ctl("stop", "-m", "immediate")
 		os.RemoveAll(dir)
 	})
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +148,4 @@ func serverBinDir() (string, error) {
 		return filepath.Dir(p), nil
 	}
 	return "", fmt.Errorf("initdb not found in pg_config --bindir, /usr/lib/postgresql/*/bin or PATH")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
