@@ -151,9 +151,11 @@ func decodeBody(r *http.Request, maxBody int64, dst any, fields string) error {
 // exactFields refuses a field of the JSON object body that encoding/json
 // took for one of dst's although it is not written as its json tag is (it
 // matches names whatever their case: "Entity" for entity), a field given
-// twice (encoding/json keeps the last), and null for a field tagged
-// api:"required" (encoding/json leaves it empty, which its check would
-// report as an empty or invalid value). body decoded into dst.
+// twice (encoding/json keeps the last), a field holding text that is not
+// UTF-8 (encoding/json turns it into U+FFFD, making another key of it, see
+// notUTF8), and null for a field tagged api:"required", or the field left
+// out (encoding/json leaves it empty, which its check would report as an
+// invalid name ""). body decoded into dst.
 func exactFields(body []byte, dst any, fields string) error {
 	var names, required []string
 	t := reflect.TypeOf(dst).Elem()
@@ -190,8 +192,70 @@ func exactFields(body []byte, dst any, fields string) error {
 		if string(v) == "null" && slices.Contains(required, name) {
 			return badField(name, fmt.Sprintf("%s is null: give it as a string", name))
 		}
+		if what := notUTF8(v); what != "" {
+			return badField(name, fmt.Sprintf("%s holds %s: JSON text must be UTF-8, and read as it is it would become another value (U+FFFD in place of it)", name, what))
+		}
+	}
+	for _, name := range required {
+		if !seen[name] {
+			return badField(name, fmt.Sprintf("%s is missing: give it as a string (the fields are %s)", name, fields))
+		}
 	}
 	return nil
+}
+
+// notUTF8 says what of the raw JSON value v is not UTF-8 text, "" when all
+// of it is: bytes that are not UTF-8, or an escaped UTF-16 surrogate
+// (\ud800-\udfff) that is not half of a pair. encoding/json reads either
+// as U+FFFD, so "\xff" and "\udfff" would both name the key "\ufffd".
+func notUTF8(v []byte) string {
+	if !utf8.Valid(v) {
+		return "bytes that are not UTF-8"
+	}
+	inString := false
+	high := false // the escape before was a high surrogate
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(v) && v[i+1] == 'u' && i+5 < len(v):
+			r, err := strconv.ParseUint(string(v[i+2:i+6]), 16, 16)
+			if err != nil {
+				return "a \\u escape that is not four hex digits"
+			}
+			switch {
+			case r >= 0xd800 && r < 0xdc00:
+				if high {
+					return fmt.Sprintf("a lone UTF-16 surrogate escape (before \\u%04x)", r)
+				}
+				high = true
+				i += 5
+				continue
+			case r >= 0xdc00 && r < 0xe000:
+				if !high {
+					return fmt.Sprintf("a lone UTF-16 surrogate escape (\\u%04x)", r)
+				}
+			default:
+				if high {
+					return "a lone UTF-16 surrogate escape (a high one not followed by a low one)"
+				}
+			}
+			high = false
+			i += 5
+			continue
+		case c == '\\':
+			i++ // an escaped character: \" does not end the string
+		}
+		if high {
+			return "a lone UTF-16 surrogate escape (a high one not followed by a low one)"
+		}
+	}
+	return ""
 }
 
 // jsonType names the JSON type of a Go kind, for "key must be a string".
