@@ -188,3 +188,42 @@ func TestRetry(t *testing.T) {
 		}
 	})
 }
+
+// TestRetrySkipsAJobItsCheckNoLongerTakes: a failed job whose check is now
+// registered for another entity is skipped, saying so, and the others are
+// retried; a dry run says the same. The first such job stopped the whole
+// retry, after a dry run had promised it (found by a trial of bad input).
+func TestRetrySkipsAJobItsCheckNoLongerTakes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		failing := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, errors.New("down") }
+		before := h.client(clk, register(t, "watch", failing, nil), func(c *prescient.Config) { c.MaxFailures = 1 })
+		for _, e := range []string{"order", "item"} {
+			if _, err := before.Schedule(ctx, prescient.ScheduleParams{Entity: e, Key: "1", Check: "watch", At: ts("2026-03-10T10:15:00Z")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		fire(t, before, "2026-03-10T10:15:00Z")
+
+		// The check now watches items only.
+		after := h.client(clk, register(t, "watch", failing, &checks.Opts{Entity: "item"}), nil)
+		for _, dry := range []bool{true, false} {
+			res, err := after.Retry(ctx, prescient.RetryParams{Check: "watch", DryRun: dry})
+			if err != nil {
+				t.Fatalf("retry (dry run %v): %v", dry, err)
+			}
+			if len(res.Retried) != 1 || res.Retried[0].Failed.Entity != "item" {
+				t.Fatalf("retry (dry run %v) retried %d job(s), want item/1 only: %+v", dry, len(res.Retried), res)
+			}
+			if len(res.Skipped) != 1 || res.Skipped[0].Failed.Entity != "order" ||
+				!strings.Contains(res.Skipped[0].Skipped, "cannot schedule") || !strings.Contains(res.Skipped[0].Skipped, "watches entity item only") {
+				t.Fatalf("retry (dry run %v) skipped %+v, want order/1 saying its check watches items only", dry, res.Skipped)
+			}
+		}
+		if _, err := after.Job(ctx, "item", "1", "watch"); err != nil {
+			t.Fatalf("item/1 not pending after the retry: %v", err)
+		}
+	})
+}

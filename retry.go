@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -81,9 +82,10 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 		}
 		seen[id] = true
 		r := &RetriedJob{Failed: rec}
-		if err := retryable(rec); err != nil {
+		if err := c.retryable(rec); err != nil {
 			// One record that cannot be scheduled (a name or key an older
-			// version stored) must not keep the others from their retry.
+			// version stored, a check now registered for another entity)
+			// must not keep the others from their retry.
 			r.Skipped = "cannot schedule: " + err.Error()
 			res.Skipped = append(res.Skipped, r)
 			continue
@@ -102,6 +104,13 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 				sp.Payload = rec.Payload
 			}
 			job, err := c.Schedule(ctx, sp)
+			if errors.Is(err, ErrWrongEntity) {
+				// Refused by the database (a check declared in SQL for
+				// another entity since): this record only.
+				r.Skipped = "cannot schedule: " + strings.TrimPrefix(err.Error(), "prescient: ")
+				res.Skipped = append(res.Skipped, r)
+				continue
+			}
 			if err != nil {
 				return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", rec.Entity, rec.Key, rec.Check, err)
 			}
@@ -120,8 +129,9 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 }
 
 // retryable reports what keeps rec's job from being scheduled again before
-// any database is asked: its names, key and payload as Schedule checks them.
-func retryable(rec *history.Record) error {
+// any database is asked: its names, key and payload as Schedule checks them,
+// and a check registered for another entity.
+func (c *Client) retryable(rec *history.Record) error {
 	if err := checks.ValidateName("entity", rec.Entity); err != nil {
 		return err
 	}
@@ -132,9 +142,11 @@ func retryable(rec *history.Record) error {
 		return err
 	}
 	if len(rec.Payload) > 0 {
-		return checks.ValidatePayload(rec.Payload)
+		if err := checks.ValidatePayload(rec.Payload); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.wrongEntity(rec.Entity, rec.Key, rec.Check)
 }
 
 // checkRetry refuses parameters Retry cannot use, before any database is
@@ -186,7 +198,7 @@ func (c *Client) retrySkip(ctx context.Context, rec *history.Record) (*history.R
 	case latest.ID <= rec.ID:
 		return rec, "", nil
 	case latest.Outcome == history.Failed:
-		if err := retryable(latest); err != nil {
+		if err := c.retryable(latest); err != nil {
 			return latest, "cannot schedule: " + err.Error(), nil
 		}
 		return latest, "", nil

@@ -147,6 +147,16 @@ func (c *Client) slotInRange(at, now time.Time) (time.Time, error) {
 	return slot, nil
 }
 
+// wrongEntity refuses a job of entity for a check registered for another
+// entity: it could only fail (ErrWrongEntity).
+func (c *Client) wrongEntity(entity, key, check string) error {
+	if ch, ok := c.cfg.Checks.Lookup(check); ok && ch.Opts.Entity != "" && ch.Opts.Entity != entity {
+		return fmt.Errorf("%s/%s/%s: %w: check %s watches entity %s only, and could only fail a job of entity %s",
+			entity, key, check, ErrWrongEntity, check, ch.Opts.Entity, entity)
+	}
+	return nil
+}
+
 func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobScheduleParams, error) {
 	if err := validateIdentity(p.Entity, p.Key); err != nil {
 		return nil, err
@@ -154,9 +164,8 @@ func (c *Client) scheduleParams(p ScheduleParams, now time.Time) (*driver.JobSch
 	if err := checks.ValidateName("check", p.Check); err != nil {
 		return nil, err
 	}
-	if ch, ok := c.cfg.Checks.Lookup(p.Check); ok && ch.Opts.Entity != "" && ch.Opts.Entity != p.Entity {
-		return nil, fmt.Errorf("%s/%s/%s: %w: check %s watches entity %s only, and could only fail a job of entity %s",
-			p.Entity, p.Key, p.Check, ErrWrongEntity, p.Check, ch.Opts.Entity, p.Entity)
+	if err := c.wrongEntity(p.Entity, p.Key, p.Check); err != nil {
+		return nil, err
 	}
 	if p.At.IsZero() {
 		return nil, fmt.Errorf("%s/%s/%s: the time to check at is required", p.Entity, p.Key, p.Check)

@@ -71,7 +71,8 @@ are read, newest first.
 
 Only a job's latest end counts: a failed record is skipped, with the reason,
 when the job is pending again (retried already, or scheduled anew) or has
-finished again since, so running retry twice does not run a job twice.
+finished again since, so running retry twice does not run a job twice, or
+when it cannot be scheduled again (its check now watches another entity).
 --dry-run says what would be retried and changes nothing. It prints what was
 retried and what was skipped and why; --json prints the same as one JSON
 document: {"retried": [...], "skipped": [...]}.`,
