@@ -3,6 +3,7 @@ package prescient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -286,6 +287,52 @@ func TestKnownChecks(t *testing.T) {
 		got, err := c.KnownChecks(ctx)
 		if err != nil || !slices.Equal(got, []string{"alpha", "omega", "zeta"}) {
 			t.Fatalf("KnownChecks: %v, %v; want [alpha omega zeta] (alpha from the registry, omega from the catalog, zeta from both)", got, err)
+		}
+	})
+}
+
+// TestScheduleManyGivenAJobTwice: a job given twice to one ScheduleMany
+// call (a short one, and one long enough for the stores' bulk path) returns
+// two rows that both show the job as stored: under replace the last
+// params' time and payload, under keep the first's; only the row that
+// created it says Inserted. The first row showed the first params, which
+// the second had replaced (found by a Go user's trial).
+func TestScheduleManyGivenAJobTwice(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		c := h.client(clk, &checks.Registry{}, nil)
+		for _, n := range []int{2, 300} {
+			for _, rule := range []prescient.ConflictRule{prescient.ConflictReplace, prescient.ConflictKeep} {
+				key := fmt.Sprintf("dup-%d-%s", n, rule)
+				ps := benchParams("ret", 0, n, ts("2026-03-10T11:00:00Z"))
+				ps[0] = prescient.ScheduleParams{Entity: "order", Key: key, Check: "ret", At: ts("2026-03-10T11:00:00Z"), Payload: 1}
+				ps[n-1] = prescient.ScheduleParams{Entity: "order", Key: key, Check: "ret", At: ts("2026-03-10T12:00:00Z"), Payload: 2, OnConflict: rule}
+				rows, err := c.ScheduleMany(ctx, ps)
+				if err != nil {
+					t.Fatalf("%d params, %s: %v", n, rule, err)
+				}
+				stored, err := c.Job(ctx, "order", key, "ret")
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantAt, wantPayload := ts("2026-03-10T12:00:00Z"), "2"
+				if rule == prescient.ConflictKeep {
+					wantAt, wantPayload = ts("2026-03-10T11:00:00Z"), "1"
+				}
+				if !stored.NextCheckAt.Equal(wantAt) || string(stored.Payload) != wantPayload {
+					t.Fatalf("%d params, %s: stored due %s with payload %s, want %s and %s", n, rule, stored.NextCheckAt, stored.Payload, wantAt, wantPayload)
+				}
+				for i, r := range []*prescient.Job{rows[0], rows[n-1]} {
+					if r.ID != stored.ID || !r.NextCheckAt.Equal(stored.NextCheckAt) || string(r.Payload) != string(stored.Payload) {
+						t.Errorf("%d params, %s: row %d of the job: id %d due %s payload %s, want it as stored: id %d due %s payload %s",
+							n, rule, i, r.ID, r.NextCheckAt, r.Payload, stored.ID, stored.NextCheckAt, stored.Payload)
+					}
+				}
+				if !rows[0].Inserted || rows[n-1].Inserted {
+					t.Errorf("%d params, %s: Inserted %v and %v, want true for the row that created the job only", n, rule, rows[0].Inserted, rows[n-1].Inserted)
+				}
+			}
 		}
 	})
 }

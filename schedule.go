@@ -74,7 +74,10 @@ func (c *Client) scheduleOne(ctx context.Context, tx any, inTx bool, p ScheduleP
 
 // ScheduleMany upserts many jobs in one statement and one transaction, and
 // returns the pending rows in the order given. Nothing is scheduled if any
-// params are invalid.
+// params are invalid. A job given more than once is scheduled by each of
+// its params in turn (under replace the last one's time and payload stand);
+// each of its rows shows the job as the call left it, and only the row that
+// created it, if one did, has Inserted set.
 func (c *Client) ScheduleMany(ctx context.Context, ps []ScheduleParams) ([]*Job, error) {
 	return c.scheduleMany(ctx, nil, false, ps)
 }
@@ -118,7 +121,33 @@ func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []Sched
 		jobs[i] = readJob(r.Job) // a job kept on conflict may be a legacy row
 		jobs[i].Inserted = r.Inserted
 	}
+	asLeft(jobs)
 	return jobs, nil
+}
+
+// asLeft makes every row of a job given more than once to one call show the
+// job as the call left it. The store applies the rows in order, each
+// returning the job as it left it, so an earlier row of the job is out of
+// date: it takes the job's last row, keeping its own Inserted (whether
+// that row created the job).
+func asLeft(jobs []*Job) {
+	if len(jobs) < 2 {
+		return
+	}
+	last := make(map[int64]*Job, len(jobs))
+	for _, j := range jobs {
+		last[j.ID] = j
+	}
+	if len(last) == len(jobs) {
+		return
+	}
+	for i, j := range jobs {
+		if l := last[j.ID]; l != j {
+			cp := *l
+			cp.Inserted = j.Inserted
+			jobs[i] = &cp
+		}
+	}
 }
 
 // SlotFor returns the slot a check asked for at `at` lands in when scheduled
