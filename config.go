@@ -58,8 +58,8 @@ type Config struct {
 	// ownership map. Default: the host name.
 	Server string
 	// FinishedBy is what history records as finished_by for the jobs this
-	// client's Cancel and Resolve calls (and their Tx forms) finish.
-	// Default "api"; the CLI's commands say "cli".
+	// client's Cancel and Resolve calls (and their Tx forms) finish: a
+	// name as Server is. Default "api"; the CLI's commands say "cli".
 	FinishedBy string
 	// Grid is the slot grid. Default: slots.ResolutionDefault with
 	// slots.CycleDefault. A client that only schedules (an application's)
@@ -291,6 +291,11 @@ func validateSchedule(spec string, now time.Time) error {
 func (c Config) Validate() error {
 	if err := checks.ValidateName("server", c.Server); err != nil {
 		return fmt.Errorf("config: server: %w", err)
+	}
+	// Written into history, read by people and their terminals as a
+	// server's name is: the same rule.
+	if err := checks.ValidateName("finished_by", c.FinishedBy); err != nil {
+		return fmt.Errorf("config: FinishedBy: %w", err)
 	}
 	if err := c.Grid.Validate(); err != nil {
 		return fmt.Errorf("config: slots: %w", err)

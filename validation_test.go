@@ -286,3 +286,20 @@ func TestBytePayloadIsJSON(t *testing.T) {
 		}
 	})
 }
+
+// FinishedBy, written into history as finished_by beside the servers'
+// names, takes a name as Server does: an escape sequence or a newline in it
+// reached every reader of history (found by a Go user's trial).
+func TestFinishedByIsAName(t *testing.T) {
+	for _, bad := range []string{"\x1b[31mevil\nline", "web 1", "-cli"} {
+		err := prescient.Config{FinishedBy: bad}.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), "config: FinishedBy: invalid finished_by name") {
+			t.Errorf("FinishedBy %q: error %v, want one naming FinishedBy", bad, err)
+		}
+	}
+	for _, good := range []string{"", "cli", "billing-worker.1"} {
+		if err := (prescient.Config{FinishedBy: good}).WithDefaults().Validate(); err != nil {
+			t.Errorf("FinishedBy %q: %v", good, err)
+		}
+	}
+}
