@@ -2,6 +2,7 @@ package prescient_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -79,26 +80,23 @@ func Example() {
 		return
 	}
 
-	// The application places two orders. client.ScheduleTx takes the
-	// *sql.Tx: with a pgx.Tx it would not compile.
+	// The application places two orders, each in a write transaction of
+	// its own (store.WriteTx: BEGIN IMMEDIATE, which a server's groups let
+	// go first). client.ScheduleTx takes the *sql.Tx: with a pgx.Tx it
+	// would not compile.
 	for _, id := range []string{"41", "42"} {
-		tx, err := store.DB().BeginTx(ctx, nil)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES ($1, 'unshipped')`, id); err != nil {
-			fmt.Println(err)
-			return
-		}
-		job, err := client.ScheduleTx(ctx, tx, prescient.ScheduleParams{
-			Entity: "order", Key: id, Check: "order_unshipped", At: now.Add(3*time.Hour + 5*time.Minute),
+		var job *prescient.Job
+		err := store.WriteTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES ($1, 'unshipped')`, id); err != nil {
+				return err
+			}
+			var err error
+			job, err = client.ScheduleTx(ctx, tx, prescient.ScheduleParams{
+				Entity: "order", Key: id, Check: "order_unshipped", At: now.Add(3*time.Hour + 5*time.Minute),
+			})
+			return err
 		})
 		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		if err := tx.Commit(); err != nil {
 			fmt.Println(err)
 			return
 		}
@@ -106,21 +104,16 @@ func Example() {
 	}
 
 	// Order 41 ships: its pending check is settled in the same transaction.
-	tx, err := store.DB().BeginTx(ctx, nil)
+	var n int
+	err = store.WriteTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE orders SET status = 'shipped' WHERE id = '41'`); err != nil {
+			return err
+		}
+		var err error
+		n, err = client.ResolveTx(ctx, tx, "order", "41", "shipped")
+		return err
+	})
 	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE orders SET status = 'shipped' WHERE id = '41'`); err != nil {
-		fmt.Println(err)
-		return
-	}
-	n, err := client.ResolveTx(ctx, tx, "order", "41", "shipped")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := tx.Commit(); err != nil {
 		fmt.Println(err)
 		return
 	}
