@@ -156,7 +156,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"history", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
 		{[]string{"history", "--key", "42"}, []string{`--key "42" needs --entity`}},
 		{[]string{"history", "--limit", "-3"}, []string{"--limit -3"}},
-		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{"since", "is not before until"}},
+		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{`--since "1h"`, `is not before --until "2h"`, "--since takes the longer one"}},
+		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", ""}, []string{"--payload is empty", "leave --payload out"}},
 		{[]string{"status", "--upcoming", "0"}, []string{"--upcoming 0"}},
 		{[]string{"--config", "/nonexistent/prescient.yaml", "slots"}, []string{"/nonexistent/prescient.yaml"}},
 	}

@@ -46,6 +46,10 @@ func (o *historyOpts) Validate() error {
 	if f.Until, err = parseWhen("--until", o.until, o.now()); err != nil {
 		return err
 	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return fmt.Errorf("--since %q (%s) is not before --until %q (%s): a duration means that long ago, so --since takes the longer one",
+			o.since, f.Since.Format(time.RFC3339), o.until, f.Until.Format(time.RFC3339))
+	}
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
 	}

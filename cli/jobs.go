@@ -25,6 +25,7 @@ type scheduleOpts struct {
 	onConflict         string
 	requireKnown       bool
 	json               bool
+	payloadGiven       bool // --payload was given, if empty
 
 	// Set by Validate.
 	when    time.Time     // from --at
@@ -38,6 +39,11 @@ func (o *scheduleOpts) Validate() error {
 	var err error
 	if o.when, o.after, err = parseAtIn(o.at, o.in, true); err != nil {
 		return err
+	}
+	if o.payloadGiven && o.payload == "" {
+		// Most likely an unset shell variable (--payload "$PAYLOAD"):
+		// read as no payload, the job would keep the one it had.
+		return fmt.Errorf(`--payload is empty: give JSON ('{"amount": 42}'), or leave --payload out to keep the pending job's payload`)
 	}
 	if o.payload != "" {
 		if !json.Valid([]byte(o.payload)) {
@@ -89,6 +95,7 @@ scripts.`,
 		Args: positionalArgs("ENTITY", "KEY", "CHECK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.entity, o.key, o.check = args[0], args[1], args[2]
+			o.payloadGiven = cmd.Flags().Changed("payload")
 			if err := o.Validate(); err != nil {
 				return err
 			}
