@@ -104,6 +104,15 @@ func New(client *prescient.Client, opts *Opts) http.Handler {
 	// a job list of the empty key.
 	mux.Handle("/v1/jobs/{entity}", notFound)
 	return a.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/jobs/"); ok && strings.HasSuffix(rest, "/") && strings.Count(rest, "/") > 1 {
+			escaped := r.URL.EscapedPath()
+			// Most likely a slash typed after the key: read as part of
+			// it, the answer was an empty job list, as for a key with no
+			// jobs (found by a trial of bad input).
+			writeError(w, &apiError{Status: http.StatusNotFound,
+				Message: fmt.Sprintf("no route %s %s: the path ends in '/': write /v1/jobs/{entity}/{key} without it (a key that ends in '/' is written %%2F: url.PathEscape, jq's @uri)", clip(r.Method), clip(escaped))})
+			return
+		}
 		if entity, key, ok := dotKey(r.URL.EscapedPath()); ok {
 			r.SetPathValue("entity", entity)
 			r.SetPathValue("key", key)

@@ -453,6 +453,9 @@ func TestAPIErrors(t *testing.T) {
 		{"double slash in a POST", "POST", "/v1//schedule", sched(`, "in": "3h"`), nil, 404, "", "write the path as /v1/schedule", [2]string{}},
 		{"dot segment", "GET", "/v1/./history", nil, nil, 404, "", "write the path as /v1/history", [2]string{}},
 		{"key with a leading slash unescaped", "GET", "/v1/jobs/order//a", nil, nil, 404, "", "percent-encode the entity and the key (a key holding '/' as %2F", [2]string{}},
+		// A slash typed after the key was read as part of it: an empty
+		// list, as for a key with no jobs.
+		{"slash after the key", "GET", "/v1/jobs/order/42/", nil, nil, 404, "", "the path ends in '/': write /v1/jobs/{entity}/{key} without it", [2]string{}},
 		{"GET schedule", "GET", "/v1/schedule", nil, nil, 405, "", "GET is not allowed on /v1/schedule: use POST", [2]string{"Allow", "POST"}},
 		{"PUT cancel", "PUT", "/v1/cancel", `{}`, nil, 405, "", "PUT is not allowed on /v1/cancel: use POST", [2]string{"Allow", "POST"}},
 		{"POST jobs", "POST", "/v1/jobs/order/42", `{}`, nil, 405, "", "use GET", [2]string{"Allow", "GET, HEAD"}},
