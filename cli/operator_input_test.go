@@ -123,3 +123,25 @@ func TestRetrySkipsWhatCannotBeScheduled(t *testing.T) {
 		t.Errorf("retry --dry-run shows the skipped key unescaped or not at all:\n%s", text)
 	}
 }
+
+// TestKeyBeginningWithADash: a key such as -5 read as a flag gets an error
+// that says how to pass it, and the form it gives works (found by a trial of
+// bad input: "unknown shorthand flag: '5' in -5" said nothing of it).
+func TestKeyBeginningWithADash(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "prescient.db")
+	h := sqliteHarness(t, path, "")
+	h.mustRun("migrate")
+	_, err := h.run("schedule", "order", "-5", "order_unshipped", "--in", "1h")
+	if err == nil || !strings.Contains(err.Error(), `goes after "--", every flag before it: prescient schedule [flags] -- ENTITY KEY CHECK`) {
+		t.Fatalf("schedule order -5: %v, want the hint to put the key after --", err)
+	}
+	h.mustRun("schedule", "--in", "1h", "--", "order", "-5", "order_unshipped")
+	if out := h.mustRun("jobs", "list", "--entity", "order", "--json"); !strings.Contains(out, `"key":"-5"`) && !strings.Contains(out, `"key": "-5"`) {
+		t.Fatalf("the job of key -5 is not pending after the form the hint gives:\n%s", out)
+	}
+	// A mistyped flag of a command without arguments gets no such hint.
+	if _, err := h.run("status", "-x"); err == nil || strings.Contains(err.Error(), `"--"`) {
+		t.Errorf("status -x: %v, want the flag error alone", err)
+	}
+}

@@ -74,6 +74,19 @@ type env struct {
 // does not read the environment or any file until a command runs. Run it
 // with ExecuteContext: a failing command prints "Error: ..." to opts.Err and
 // returns the error, so that main can exit non-zero. opts may be nil.
+// flagError adds to an unknown one-dash flag (-5) how to pass an argument
+// that begins with '-', most likely what it is: prescient has no one-letter
+// flags but -h, and a key may be "-5" (found by a trial of bad input).
+func flagError(cmd *cobra.Command, err error) error {
+	_, args, _ := strings.Cut(cmd.Use, " ")
+	if !strings.HasPrefix(err.Error(), "unknown shorthand flag") || args == "" {
+		return err
+	}
+	args, _, _ = strings.Cut(args, " (") // "ENTITY KEY CHECK (--at TIME | --in DURATION)"
+	return fmt.Errorf("%w: an argument that begins with '-' (a key such as -5) goes after \"--\", every flag before it: %s [flags] -- %s",
+		err, cmd.CommandPath(), args)
+}
+
 func NewRootCommand(opts *Opts) *cobra.Command {
 	e := &env{opts: opts.withDefaults()}
 	root := &cobra.Command{
@@ -90,6 +103,7 @@ PRESCIENT_SERVER override database.url and server.`,
 	}
 	root.SetOut(e.opts.Out)
 	root.SetErr(e.opts.Err)
+	root.SetFlagErrorFunc(flagError)
 	root.PersistentFlags().StringVar(&e.configPath, "config", "", "YAML configuration `FILE` (default: none, built-in defaults)")
 	root.AddCommand(
 		e.migrateCommand(),
