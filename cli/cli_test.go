@@ -146,6 +146,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"schedule", "order", "1", "c", "--at", "tomorrow"}, []string{`--at "tomorrow"`, "RFC 3339"}},
 		{[]string{"schedule", "order", "1", "c", "--at", "2025-06-01 10:00"}, []string{`--at "2025-06-01 10:00"`, "RFC 3339"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "3 hours"}, []string{`--in "3 hours"`, "Go duration"}},
+		// Written as RFC 3339 says, but no real time: says which part.
+		{[]string{"schedule", "order", "1", "c", "--at", "2030-02-30T10:00:00Z"}, []string{`--at "2030-02-30T10:00:00Z" is no real time: day out of range`}},
+		{[]string{"schedule", "order", "1", "c", "--at", "2030-06-01T10:00:00+25:00"}, []string{"is no real time: time zone offset hour out of range"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "-1h"}, []string{`--in "-1h"`, "of 0 or more"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--at", "2025-06-01T10:00:00Z"}, []string{"only one"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", "{amount: 3}"}, []string{`--payload "{amount: 3}"`, "not valid JSON"}},
@@ -154,6 +157,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"sweep", "--mode", "now"}, []string{"--mode", `"now"`, "reslot"}},
 		{[]string{"history", "--outcome", "lost"}, []string{"--outcome", `"lost"`, "resolved"}},
 		{[]string{"history", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
+		{[]string{"history", "--since", "2030-04-31T00:00:00Z"}, []string{`--since "2030-04-31T00:00:00Z" is no real time: day out of range`}},
 		{[]string{"history", "--key", "42"}, []string{`--key "42" needs --entity`}},
 		{[]string{"history", "--limit", "-3"}, []string{"--limit -3"}},
 		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{`--since "1h"`, `is not before --until "2h"`, "--since takes the longer one"}},

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -74,8 +76,12 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
+	t, err := time.Parse(time.RFC3339, s)
+	if err == nil {
 		return t.UTC(), nil
+	}
+	if pe := (*time.ParseError)(nil); errors.As(err, &pe) && pe.Message != "" {
+		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, strings.TrimPrefix(pe.Message, ": "))
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d).UTC(), nil

@@ -83,6 +83,12 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 		return 0, nil, badField("in", fmt.Sprintf("at %s and in %s both say when to check: give only one", quote(req.At), quote(req.In)))
 	case req.At != "":
 		t, err := time.Parse(time.RFC3339, req.At)
+		var pe *time.ParseError
+		if errors.As(err, &pe) && pe.Message != "" {
+			// Written as RFC 3339 says, but a day, month, hour… that
+			// does not exist (2030-02-30, +25:00).
+			return 0, nil, badField("at", fmt.Sprintf("at %s is no real time: %s", quote(req.At), strings.TrimPrefix(pe.Message, ": ")))
+		}
 		if err != nil {
 			return 0, nil, badField("at", fmt.Sprintf("at %s is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", quote(req.At)))
 		}
@@ -396,8 +402,12 @@ func when(field, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
+	t, err := time.Parse(time.RFC3339, s)
+	if err == nil {
 		return t.UTC(), nil
+	}
+	if pe := (*time.ParseError)(nil); errors.As(err, &pe) && pe.Message != "" {
+		return time.Time{}, badField(field, fmt.Sprintf("%s %s is no real time: %s", field, quote(s), strings.TrimPrefix(pe.Message, ": ")))
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d).UTC(), nil

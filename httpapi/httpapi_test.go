@@ -510,6 +510,7 @@ func TestAPIErrors(t *testing.T) {
 			400, "", "the body holds more after its JSON object", [2]string{}},
 		{"trailing garbage", "POST", "/v1/resolve", `{"entity": "order", "key": "42", "event": "shipped"}x`, nil,
 			400, "", "the body holds more after its JSON object", [2]string{}},
+		{"at no real time", "POST", "/v1/schedule", sched(`, "at": "2030-02-30T10:00:00Z"`), nil, 400, "at", `at "2030-02-30T10:00:00Z" is no real time: day out of range`, [2]string{}},
 		{"key a number", "POST", "/v1/schedule", `{"entity": "order", "key": 42, "check": "c", "in": "3h"}`, nil, 400, "key", "key must be a string, not a number", [2]string{}},
 		// Text that is not UTF-8, which encoding/json would read as U+FFFD:
 		// "\xff" and "\udfff" named the same job, so a cancel of one
