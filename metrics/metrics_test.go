@@ -285,6 +285,16 @@ func TestMetricsOverHTTP(t *testing.T) {
 			want(t, f, 2, "prescient_slot_lag_seconds", "kind", "sweep")
 			want(t, f, 1, "prescient_jobs_overdue") // ghost's
 			want(t, f, 1, "prescient_jobs_unknown_check", "check", "ghost")
+			// 11:00, which holds no job, fired 4 minutes late (as a
+			// restarted server's first tick fires the slot it started
+			// into): no job was late, no lag is observed.
+			clk.Set("2026-03-10T11:04:00Z")
+			if rec, err := c.FireSlot(ctx, ts("2026-03-10T11:00:00Z")); err != nil || rec.Checked != 0 {
+				t.Fatalf("fire the empty 11:00 slot: %+v, %v", rec, err)
+			}
+			f = promtest.MustScrape(t, url)
+			want(t, f, 1, "prescient_slot_lag_seconds", "kind", "fire")
+			want(t, f, 2, "prescient_slot_duration_seconds", "kind", "fire")
 			want(t, f, 0, "prescient_jobs_pending", "check", "boom")
 			for _, op := range append(prescient.StoreOps, StoreOpScrape) {
 				want(t, f, 0, "prescient_store_errors_total", "operation", op)
