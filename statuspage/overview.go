@@ -161,6 +161,8 @@ type checkRow struct {
 	InCatalog bool
 	Here      bool
 	Seen      int
+	// NoCatalog: the catalog could not be read, so InCatalog says nothing.
+	NoCatalog bool
 	// RunBy are the live servers whose latest heartbeat lists the check;
 	// NoneRuns: there are live servers, each heartbeat says which checks
 	// its server runs, and none lists this one.
@@ -320,7 +322,7 @@ func (p *page) checkRows(catalog []driver.CatalogEntry, haveCatalog bool, byChec
 		if r, ok := rows[name]; ok {
 			return r
 		}
-		r := &checkRow{Name: name, Pending: -1}
+		r := &checkRow{Name: name, Pending: -1, NoCatalog: !haveCatalog}
 		if byCheck != nil {
 			r.Pending = byCheck[name]
 		}
