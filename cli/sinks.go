@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,9 +115,14 @@ func (c *Config) validateSinks(bad func(key string, err error)) {
 		case SinkWebhook:
 			if !set("url") || s.URL == "" {
 				bad(base, errors.New("a webhook sink needs url: the http:// or https:// address to POST events to"))
-			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 				// The URL is not quoted: its path or query may hold a token.
 				bad(key("url"), errors.New("is not an http:// or https:// URL with a host"))
+			} else if p := u.Port(); p != "" {
+				// Else every delivery fails to dial until it is dead.
+				if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+					bad(key("url"), fmt.Errorf("has port %s: a port is 1 to 65535", quoteValue(p)))
+				}
 			}
 			if !set("secret_env") || s.SecretEnv == "" {
 				bad(base, errors.New("a webhook sink needs secret_env: the environment variable holding the secret its requests are signed with"))

@@ -76,6 +76,11 @@ func TestSinksConfigErrors(t *testing.T) {
 		{"webhook without url", "sinks:\n  ops:\n    type: webhook\n    secret_env: S\n", []string{":2: sinks.ops: a webhook sink needs url"}},
 		{"webhook without secret", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n", []string{":2: sinks.ops: a webhook sink needs secret_env"}},
 		{"webhook url not http", "sinks:\n  ops:\n    type: webhook\n    url: ftp://x/tok3n\n    secret_env: S\n", []string{":4: sinks.ops.url: is not an http:// or https:// URL"}},
+		// Found by a trial of event delivery: every delivery failed to dial
+		// ("invalid port") until it was dead.
+		{"webhook url port out of range", "sinks:\n  ops:\n    type: webhook\n    url: http://127.0.0.1:99999/hook\n    secret_env: S\n", []string{":4: sinks.ops.url: has port \"99999\": a port is 1 to 65535"}},
+		{"webhook url port 0", "sinks:\n  ops:\n    type: webhook\n    url: http://127.0.0.1:0/hook\n    secret_env: S\n", []string{":4: sinks.ops.url: has port \"0\""}},
+		{"webhook url port only", "sinks:\n  ops:\n    type: webhook\n    url: http://:8080/hook\n    secret_env: S\n", []string{":4: sinks.ops.url: is not an http:// or https:// URL with a host"}},
 		{"bad secret_env", "sinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: 1BAD\n", []string{":5: sinks.ops.secret_env:", "not an environment variable name"}},
 		{"postgres on SQLite", "sinks:\n  audit:\n    type: postgres\n", []string{":3: sinks.audit.type: postgres applies to the PostgreSQL store only", "database.url"}},
 		{"bad channel", "database: {url: postgres://db/app}\nsinks:\n  audit:\n    type: postgres\n    channel: Bad-Name\n", []string{":5: sinks.audit.channel:", "LISTEN"}},
