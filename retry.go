@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prescient-dev/prescient/checks"
@@ -104,13 +103,6 @@ func (c *Client) Retry(ctx context.Context, p RetryParams) (*RetryResult, error)
 				sp.Payload = rec.Payload
 			}
 			job, err := c.Schedule(ctx, sp)
-			if errors.Is(err, ErrWrongEntity) {
-				// Refused by the database (a check declared in SQL for
-				// another entity since): this record only.
-				r.Skipped = "cannot schedule: " + strings.TrimPrefix(err.Error(), "prescient: ")
-				res.Skipped = append(res.Skipped, r)
-				continue
-			}
 			if err != nil {
 				return res, fmt.Errorf("prescient: retry %s/%s/%s: %w", rec.Entity, rec.Key, rec.Check, err)
 			}
