@@ -15,6 +15,7 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // copyPageSizeDefault is how many jobs or history records `copy` reads and
@@ -163,6 +164,13 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 		return err
 	}
 	defer src.Close()
+	if lite, ok := src.(*sqlite.Store); ok {
+		// Read as this version's schema: a file an older prescient
+		// wrote is brought up to it first.
+		if err := lite.Migrate(ctx); err != nil {
+			return fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
+		}
+	}
 	if own, others := otherInstalls(ctx, src); len(others) > 0 {
 		return elsewhereError(cfg, own, others) // a PostgreSQL source whose tables are in another schema
 	}

@@ -96,6 +96,17 @@ func (e *env) open(ctx context.Context, a access) (*session, error) {
 				st.Close()
 				return nil, elsewhereError(cfg, own, others)
 			}
+		case current < latest:
+			// The binary was upgraded and the database not yet migrated:
+			// its statements would fail on tables or columns the schema
+			// lacks, some after they wrote (found by an upgrade's trial:
+			// schedule saved the job, then failed reading the catalog).
+			st.Close()
+			how := "run `prescient migrate` (the deploy step that upgrades it; a running older server keeps working)"
+			if cfg.Database.URL == "" {
+				how = "run `prescient migrate`, or `prescient run`, which migrates a SQLite file"
+			}
+			return nil, fmt.Errorf("the database's schema is at version %d and this prescient needs %d: %s", current, latest, how)
 		case current > latest:
 			// A schema a newer prescient migrated: this command may take
 			// what the newer one refuses (a version's own checks are in its
@@ -195,9 +206,11 @@ func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *s
 // PRESCIENT_DATABASE_URL) set it is PostgreSQL, migrated by `prescient
 // migrate` (or `run --migrate`) as a deploy step. Otherwise it is the
 // embedded SQLite file at database.path, which belongs to prescient alone
-// and is migrated here, so that a first run needs no set-up; a command that
-// only reads (readOnly), or acts on jobs that exist (existing), refuses a
-// file that does not exist instead.
+// and is migrated here, so that a first run needs no set-up, but for a
+// command that only reads (readOnly), which changes nothing (open then
+// refuses a schema behind this binary's); a command that only reads, or
+// acts on jobs that exist (existing), refuses a file that does not exist
+// instead.
 func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
 		if _, err := os.Stat(cfg.Database.Path); (readOnly || existing) && errors.Is(err, fs.ErrNotExist) {
@@ -212,6 +225,9 @@ func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (presc
 		st, err := sqlite.Open(ctx, cfg.Database.Path, &sqlite.Opts{BusyTimeout: cfg.busyTimeout()})
 		if err != nil {
 			return nil, fmt.Errorf("database.path: %w", err)
+		}
+		if readOnly {
+			return st, nil
 		}
 		if err := st.Migrate(ctx); err != nil {
 			st.Close()

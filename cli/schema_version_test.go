@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/prescient-dev/prescient/migrations"
 	"github.com/prescient-dev/prescient/postgres"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // migrateTo applies the PostgreSQL migrations up to version in schema,
@@ -139,4 +142,81 @@ func markMigratedTo(t *testing.T, url, schema string, version int64) {
 	if _, err := st.Pool().Exec(t.Context(), `INSERT INTO prescient_migrations (version_id, is_applied) VALUES ($1, true)`, version); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// liteMigrateTo applies the SQLite migrations up to version to the file at
+// path, as an earlier prescient would have left it.
+func liteMigrateTo(t *testing.T, path string, version int64) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys,
+		goose.WithTableName("prescient_migrations"), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), version); err != nil {
+		t.Fatalf("migrate to version %d: %v", version, err)
+	}
+}
+
+// TestCommandsOnASchemaBehindTheBinary: a new binary's commands against a
+// database an earlier prescient migrated say to migrate it, before they
+// read or write anything. They failed with the SQL error of a missing
+// column, and schedule saved the job, then failed reading the catalog
+// (exit 1 for a job that exists). On SQLite, the commands that only read
+// no longer migrate the file under a running older server; the ones that
+// write still do (found by an upgrade's trial).
+func TestCommandsOnASchemaBehindTheBinary(t *testing.T) {
+	t.Parallel()
+	readOnly := [][]string{{"status"}, {"jobs", "list"}, {"history"}, {"deliveries"}}
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		h, url, schema := dbHarness(t, "")
+		migrateTo(t, url, schema, 17)
+		for _, args := range append(readOnly, []string{"schedule", "order", "1", "order_unshipped", "--in", "1h"}, []string{"cancel", "order", "1"}) {
+			_, err := h.run(args...)
+			if err == nil || !strings.Contains(err.Error(), "the database's schema is at version 17 and this prescient needs") ||
+				!strings.Contains(err.Error(), "run `prescient migrate`") {
+				t.Errorf("%s on a schema at version 17: %v, want it to say to migrate", strings.Join(args, " "), err)
+			}
+		}
+		h.mustRun("migrate")
+		if out := h.mustRun("jobs", "list"); strings.Contains(out, "order_unshipped") {
+			t.Errorf("a job was scheduled by the refused schedule:\n%s", out)
+		}
+		h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "prescient.db")
+		liteMigrateTo(t, path, 9)
+		h := sqliteHarness(t, path, "")
+		for _, args := range readOnly {
+			_, err := h.run(args...)
+			if err == nil || !strings.Contains(err.Error(), "the database's schema is at version 9 and this prescient needs") ||
+				!strings.Contains(err.Error(), "or `prescient run`, which migrates a SQLite file") {
+				t.Errorf("%s on a file at version 9: %v, want it to say to migrate", strings.Join(args, " "), err)
+			}
+		}
+		st, err := sqlite.Open(t.Context(), path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		current, _, err := st.SchemaVersion(t.Context())
+		st.Close()
+		if err != nil || current != 9 {
+			t.Fatalf("after the commands that only read, the file is at version %d (%v), want 9: they migrated it", current, err)
+		}
+		// A command that writes migrates it, as before.
+		h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+		wantContains(t, "jobs list", h.mustRun("jobs", "list"), "order_unshipped")
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/prescient-dev/prescient/migrations"
 )
 
 // modulePath is prescient's module: the main module of the stock binary, a
@@ -40,6 +42,28 @@ type versionInfo struct {
 	// Go is the toolchain that built the binary, and the platform.
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// Schema is the schema version this binary migrates each store to.
+	Schema *schemaVersions `json:"schema,omitempty"`
+}
+
+// schemaVersions are the last migration of each store this binary has.
+type schemaVersions struct {
+	Postgres int64 `json:"postgres"`
+	SQLite   int64 `json:"sqlite"`
+}
+
+// readSchema returns the schema versions this binary's migrations reach,
+// nil if they cannot be read (they are embedded, so never in practice).
+func readSchema() *schemaVersions {
+	pg, err := migrations.Latest(migrations.Postgres, "postgres")
+	if err != nil {
+		return nil
+	}
+	lite, err := migrations.Latest(migrations.SQLite, "sqlite")
+	if err != nil {
+		return nil
+	}
+	return &schemaVersions{Postgres: pg, SQLite: lite}
 }
 
 // readVersion turns build information into a versionInfo. ok false (a
@@ -140,6 +164,9 @@ func (v versionInfo) write(out io.Writer) {
 		fmt.Fprintf(out, "  time      %s (of the commit)\n", v.Time)
 	}
 	fmt.Fprintf(out, "  go        %s %s\n", v.Go, v.Platform)
+	if v.Schema != nil {
+		fmt.Fprintf(out, "  schema    PostgreSQL %d, SQLite %d (the version prescient migrate brings a database to)\n", v.Schema.Postgres, v.Schema.SQLite)
+	}
 }
 
 // versionOpts are the flags of `prescient version`.
@@ -159,7 +186,8 @@ func (e *env) versionCommand() *cobra.Command {
 version-controlled checkout, the commit (revision), its time, and whether the
 work tree had uncommitted changes (modified), as Go records them in the
 binary. A binary built from a source tree rather than a released version says
-"(devel)". It needs no configuration or database. --json prints the same as
+"(devel)". It names the schema version prescient migrate brings each store
+to. It needs no configuration or database. --json prints the same as
 one JSON document; prescient --version prints the first line alone.`,
 		Example: `  prescient version
   prescient --version
@@ -170,6 +198,7 @@ one JSON document; prescient --version prints the first line alone.`,
 				return err
 			}
 			v := readVersion(debug.ReadBuildInfo())
+			v.Schema = readSchema()
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}

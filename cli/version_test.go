@@ -3,10 +3,13 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -71,9 +74,32 @@ func TestVersionCommand(t *testing.T) {
 	wantContains(t, "version", h.mustRun("version"), "prescient "+v.short()+"\n", "  module    ", "  go        "+runtime.Version())
 	var got versionInfo
 	oneJSON(t, "version --json", h.mustRun("version", "--json"), &got)
+	schema := got.Schema
+	got.Schema = nil
 	if got != v {
 		t.Errorf("version --json = %+v, want %+v", got, v)
 	}
+	// The schema versions are those of the last migration files.
+	last := func(dir string) int64 {
+		entries, err := os.ReadDir(filepath.Join("..", "migrations", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range entries {
+			if num, _, ok := strings.Cut(e.Name(), "_"); ok && strings.HasSuffix(e.Name(), ".sql") {
+				if v, err := strconv.ParseInt(num, 10, 64); err == nil {
+					n = max(n, v)
+				}
+			}
+		}
+		return n
+	}
+	want := schemaVersions{Postgres: last("postgres"), SQLite: last("sqlite")}
+	if schema == nil || *schema != want || want.Postgres == 0 {
+		t.Errorf("version --json schema = %+v, want %+v", schema, want)
+	}
+	wantContains(t, "version", h.mustRun("version"), fmt.Sprintf("  schema    PostgreSQL %d, SQLite %d", want.Postgres, want.SQLite))
 }
 
 // TestVersionOfABuiltBinary builds the stock binary in this checkout with
