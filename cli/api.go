@@ -34,8 +34,8 @@ type APIConfig struct {
 	TokenEnv string `yaml:"token_env"`
 }
 
-// HTTP server limits of the API: a slow or stalled client cannot hold a
-// connection, or a goroutine, for long.
+// HTTP server limits of every port run serves (see limitedServer): a slow
+// or stalled client cannot hold a connection, or a goroutine, for long.
 const (
 	apiReadHeaderTimeout = 5 * time.Second
 	apiReadTimeout       = 30 * time.Second
@@ -50,6 +50,21 @@ const (
 	// apiTokenShort is the length under which a token is logged as weak.
 	apiTokenShort = 16
 )
+
+// limitedServer is an HTTP server of h with the limits above, for every
+// port run serves (api.listen, and http.listen, which is often open to
+// Prometheus on other hosts, without authentication).
+func limitedServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: apiReadHeaderTimeout,
+		ReadTimeout:       apiReadTimeout,
+		WriteTimeout:      apiWriteTimeout,
+		IdleTimeout:       apiIdleTimeout,
+		MaxHeaderBytes:    apiMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
 
 // validateAPI reports, through bad, what is wrong with the api section
 // whatever the environment: a listen that is not host:port, a token_env
@@ -151,21 +166,13 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Li
 	}
 	var api atomic.Pointer[http.Handler]
 	starting := httpapi.Unavailable(&httpapi.Opts{Token: token}, apiStarting)
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if h := api.Load(); h != nil {
-				(*h).ServeHTTP(w, r)
-				return
-			}
-			starting.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: apiReadHeaderTimeout,
-		ReadTimeout:       apiReadTimeout,
-		WriteTimeout:      apiWriteTimeout,
-		IdleTimeout:       apiIdleTimeout,
-		MaxHeaderBytes:    apiMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := limitedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := api.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		starting.ServeHTTP(w, r)
+	}), log)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -112,7 +112,9 @@ func serveHTTP(addr string, h http.Handler, log *slog.Logger) (stop func(), err 
 		log.Warn("http: serving the status page and /metrics beyond this host, without authentication: they show jobs' keys, payloads and errors "+
 			"(listen on 127.0.0.1 and put an authenticating proxy in front to serve other hosts)", "addr", ln.Addr().String())
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// A client that sends a body it announced and never ends it, or keeps
+	// a connection idle, held a connection and a goroutine for ever.
+	srv := limitedServer(h, log)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", "error", err)

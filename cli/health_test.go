@@ -106,3 +106,40 @@ func TestReadyzSaysTheSchemaIsNotMigrated(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPListenHasTheAPIsLimits: the port of the status page and /metrics,
+// often open to other hosts without authentication, refuses oversized
+// headers as the API's does; without the API's limits it took 1 MiB of
+// headers, and a client that announced a body and never sent it, or stayed
+// idle, held its connection for ever (found by a security review: 3,000
+// such connections, 6,000 goroutines).
+func TestHTTPListenHasTheAPIsLimits(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	stop, err := serveHTTP("127.0.0.1:0", http.NotFoundHandler(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var rec struct{ Addr string }
+	if err := json.Unmarshal([]byte(strings.SplitN(logs.String(), "\n", 2)[0]), &rec); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+rec.Addr+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("a", 200<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("200 KiB of headers: %d, want 431 as on the API's port", resp.StatusCode)
+	}
+	srv := limitedServer(http.NotFoundHandler(), log)
+	if srv.ReadTimeout != apiReadTimeout || srv.IdleTimeout != apiIdleTimeout || srv.WriteTimeout != apiWriteTimeout || srv.ReadHeaderTimeout != apiReadHeaderTimeout {
+		t.Errorf("limitedServer's timeouts: %+v", srv)
+	}
+}
