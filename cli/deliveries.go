@@ -243,8 +243,8 @@ func printDeliveries(ctx context.Context, out, errOut io.Writer, c *prescient.Cl
 		if msg == "" {
 			msg = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Event.ID, d.Sink, d.State, d.Attempts, when, status,
-			safeText(d.Event.IdempotencyKey), d.Event.Event, msg)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Event.ID, safeText(d.Sink), d.State, d.Attempts, when, status,
+			safeText(d.Event.IdempotencyKey), safeText(d.Event.Event), msg)
 	}
 	tw.Flush()
 	if wasCut {

@@ -217,7 +217,7 @@ func writeHistoryRecords(out io.Writer, recs []*history.Record, full bool) {
 			msg = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n",
-			fmtTime(r.FinishedAt), r.Entity, safeText(r.Key), r.Check, r.Outcome, r.CheckCount, r.FailureCount,
+			fmtTime(r.FinishedAt), safeText(r.Entity), safeText(r.Key), safeText(r.Check), r.Outcome, r.CheckCount, r.FailureCount,
 			fmtSlot(r.FirstCheckAt), fmtSlot(r.LastCheckAt), safeText(r.FinishedBy), msg)
 	}
 	tw.Flush()

@@ -190,7 +190,7 @@ func listJobs(ctx context.Context, out io.Writer, c *prescient.Client, o *jobsLi
 			msg = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n",
-			fmtSlot(j.NextCheckAt), dueText(j.NextCheckAt, now, current), j.Entity, safeText(j.Key), j.Check,
+			fmtSlot(j.NextCheckAt), dueText(j.NextCheckAt, now, current), safeText(j.Entity), safeText(j.Key), safeText(j.Check),
 			j.CheckCount, j.FailureCount, fmtSlot(j.FirstCheckAt), j.ID, msg)
 	}
 	tw.Flush()
@@ -360,7 +360,7 @@ func showJobs(ctx context.Context, out io.Writer, c *prescient.Client, o *jobsSh
 
 // writeJob prints one pending job, one field a line.
 func writeJob(out io.Writer, g slots.Grid, now time.Time, j *prescient.Job) {
-	fmt.Fprintf(out, "\n%s/%s %s: pending (id %d)\n", j.Entity, safeText(j.Key), j.Check, j.ID)
+	fmt.Fprintf(out, "\n%s/%s %s: pending (id %d)\n", safeText(j.Entity), safeText(j.Key), safeText(j.Check), j.ID)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "  %s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	p := g.Position(j.NextCheckAt)

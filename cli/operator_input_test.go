@@ -145,3 +145,33 @@ func TestKeyBeginningWithADash(t *testing.T) {
 		t.Errorf("status -x: %v, want the flag error alone", err)
 	}
 }
+
+// TestNamesWrittenIntoTheTablesAreShownEscaped: an entity, check or server
+// name with terminal escapes, written straight into the tables (the tables
+// take any text; a role that may call prescient_schedule may write them),
+// is printed escaped as keys and errors are, not raw to the terminal (found
+// by a security review: jobs list and status printed them as they were).
+func TestNamesWrittenIntoTheTablesAreShownEscaped(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "prescient.db")
+	h := sqliteHarness(t, path, "")
+	h.mustRun("migrate")
+	h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+	st, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.DB().Exec(`UPDATE prescient_jobs SET entity = 'ord' || char(27) || '[31mRED', check_name = 'chk' || char(27) || ']0;T' || char(7)`); err != nil {
+		t.Fatal(err)
+	}
+	importHistory(t, st, &history.Record{ID: 900, Entity: "inv\x1b[2J", Key: "7", Check: "c\x1b[1m", Outcome: history.Failed,
+		FinishedAt: time.Now().Add(-time.Minute), FinishedBy: "web\x1b[5m"})
+	for _, args := range [][]string{{"jobs", "list"}, {"status"}, {"history"}, {"retry", "--dry-run"}} {
+		out := h.mustRun(args...)
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%s printed a terminal escape raw:\n%q", strings.Join(args, " "), out)
+		}
+	}
+	wantContains(t, "jobs list", h.mustRun("jobs", "list"), `ord\x1b[31mRED`)
+}

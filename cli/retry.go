@@ -186,11 +186,11 @@ func writeRetried(out io.Writer, rs []*prescient.RetriedJob, scheduled bool) {
 			msg = "-"
 		}
 		if scheduled && r.Job != nil {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", r.Failed.Entity, safeText(r.Failed.Key), r.Failed.Check,
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", safeText(r.Failed.Entity), safeText(r.Failed.Key), safeText(r.Failed.Check),
 				fmtTime(r.Failed.FinishedAt), fmtSlot(r.Job.NextCheckAt), msg)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", r.Failed.Entity, safeText(r.Failed.Key), r.Failed.Check, fmtTime(r.Failed.FinishedAt), msg)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", safeText(r.Failed.Entity), safeText(r.Failed.Key), safeText(r.Failed.Check), fmtTime(r.Failed.FinishedAt), msg)
 	}
 	tw.Flush()
 	if wasCut {

@@ -92,7 +92,7 @@ func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 		var firing []string
 		for _, r := range st.Recent {
 			if r.State == prescient.SlotRunning && r.Slot.Before(st.Current) {
-				firing = append(firing, fmtSlot(r.Slot)+" by "+r.Server)
+				firing = append(firing, fmtSlot(r.Slot)+" by "+safeText(r.Server))
 			}
 		}
 		advice := "the servers' next sweep takes them (`prescient sweep` now), but jobs of a check no server runs wait for one that does"
@@ -142,7 +142,7 @@ func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 		slices.Sort(names)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, n := range names {
-			fmt.Fprintf(tw, "  %s\t%d\t%s\n", n, j.ByCheck[n], runners(st, n))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\n", safeText(n), j.ByCheck[n], runners(st, n))
 		}
 		tw.Flush()
 	}
@@ -166,7 +166,7 @@ func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 				state = "done in " + r.Took.Round(time.Millisecond).String()
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n",
-				fmtSlot(r.Slot), r.Server, r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
+				fmtSlot(r.Slot), safeText(r.Server), r.Kind, r.StartedAt.Sub(r.Slot).Round(time.Millisecond), state,
 				r.Checked, r.Rescheduled, r.Failures, r.Unknown, outcomeCounts(r.Outcomes, "-"))
 		}
 		tw.Flush()
@@ -187,7 +187,7 @@ func writeStatus(out io.Writer, st *prescient.Status, noSweep bool) {
 		if !s.Alive {
 			state = "gone"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", s.Name, state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s ago\t%v\n", safeText(s.Name), state, fmtTime(s.StartedAt), st.Now.Sub(s.HeartbeatAt).Round(time.Second), s.Positions)
 	}
 	tw.Flush()
 }
