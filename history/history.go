@@ -110,6 +110,10 @@ type Filter struct {
 	AfterID int64
 	// Limit caps the number of records; 0 means LimitDefault.
 	Limit int
+	// NoPayload leaves each record's Payload out (nil), for a listing
+	// that does not show them: a payload may be 64 KiB, so a page of
+	// LimitMax records would otherwise read gigabytes.
+	NoPayload bool
 }
 
 // Validate reports a filter that cannot be run, naming the field.

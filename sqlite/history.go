@@ -57,8 +57,12 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		args = append(args, micros(f.AfterAt), f.AfterID)
 		where = append(where, fmt.Sprintf("finished_at <= $%d AND (finished_at < $%d OR id < $%d)", len(args)-1, len(args)-1, len(args)))
 	}
+	payload := "payload"
+	if f.NoPayload {
+		payload = "NULL AS payload"
+	}
 	query := `SELECT id, entity, entity_key, check_name, outcome, first_check_at, last_check_at,
-		check_count, failure_count, runtime_us, lateness_us, last_error, payload, created_at,
+		check_count, failure_count, runtime_us, lateness_us, last_error, ` + payload + `, created_at,
 		finished_at, finished_by
 		FROM prescient_history`
 	if len(where) > 0 {

@@ -260,7 +260,7 @@ func (p *page) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	recent, err := p.client.History(ctx, history.Filter{Limit: p.opts.Recent + 1})
+	recent, err := p.client.History(ctx, history.Filter{Limit: p.opts.Recent + 1, NoPayload: true})
 	if err != nil {
 		d.RecentErr = p.failed(r, "history", err)
 	}

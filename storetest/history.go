@@ -266,3 +266,28 @@ func testHistoryLatest(t *testing.T, h *Harness) {
 		t.Errorf("latest of a job with no history: %v, want ErrNotFound", err)
 	}
 }
+
+// testHistoryNoPayload: a listing with NoPayload returns the records whole
+// but for their payloads, which it does not read.
+func testHistoryNoPayload(t *testing.T, h *Harness) {
+	schedule(t, h, "order", "1", "a", slot(1), `{"note": "kept"}`)
+	if _, err := h.Store.JobCancel(t.Context(), nil, &driver.JobCancelParams{Entity: "order", Key: "1", Check: "a", Now: at(time.Hour), By: "api"}); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	whole, err := h.Store.HistoryList(t.Context(), history.Filter{})
+	if err != nil || len(whole) != 1 || len(whole[0].Payload) == 0 {
+		t.Fatalf("history: %v, %v: want the record with its payload", whole, err)
+	}
+	bare, err := h.Store.HistoryList(t.Context(), history.Filter{NoPayload: true})
+	if err != nil || len(bare) != 1 {
+		t.Fatalf("history without payloads: %v, %v", bare, err)
+	}
+	if bare[0].Payload != nil {
+		t.Errorf("history without payloads: payload %s, want none", bare[0].Payload)
+	}
+	w, b := *whole[0], *bare[0]
+	w.Payload, b.Payload = nil, nil
+	if fmt.Sprintf("%+v", w) != fmt.Sprintf("%+v", b) {
+		t.Errorf("history without payloads:\n %+v\nwant the record as listed whole but for its payload:\n %+v", b, w)
+	}
+}

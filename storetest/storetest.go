@@ -94,6 +94,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		{"HistoryFilters", testHistoryFilters},
 		{"HistoryCountsAndPrune", testHistoryCountsAndPrune},
 		{"HistoryLatest", testHistoryLatest},
+		{"HistoryNoPayload", testHistoryNoPayload},
 		{"Servers", testServers},
 		{"TimesUTC", testTimesUTC},
 		{"CallerTxRollback", testCallerTxRollback},
