@@ -103,6 +103,13 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w: %w", path, ErrNotWritable, err)
 	}
+	// A new file is its owner's alone: it holds the applications' keys,
+	// payloads and errors. SQLite gives its -wal and -shm files the
+	// database file's mode, as the queue file does; a file that exists
+	// keeps the mode it has.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	}
 	q := url.Values{}
 	q.Set("_txlock", "immediate")
 	// The driver runs busy_timeout first and the others in this order, on
