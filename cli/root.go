@@ -70,10 +70,6 @@ type env struct {
 	progress *progress
 }
 
-// NewRootCommand returns the `prescient` command with every subcommand. It
-// does not read the environment or any file until a command runs. Run it
-// with ExecuteContext: a failing command prints "Error: ..." to opts.Err and
-// returns the error, so that main can exit non-zero. opts may be nil.
 // flagError adds to an unknown one-dash flag (-5) how to pass an argument
 // that begins with '-', most likely what it is: prescient has no one-letter
 // flags but -h, and a key may be "-5" (found by a trial of bad input).
@@ -87,6 +83,10 @@ func flagError(cmd *cobra.Command, err error) error {
 		err, cmd.CommandPath(), args)
 }
 
+// NewRootCommand returns the `prescient` command with every subcommand. It
+// does not read the environment or any file until a command runs. Run it
+// with ExecuteContext: a failing command prints "Error: ..." to opts.Err and
+// returns the error, so that main can exit non-zero. opts may be nil.
 func NewRootCommand(opts *Opts) *cobra.Command {
 	e := &env{opts: opts.withDefaults()}
 	root := &cobra.Command{
