@@ -181,7 +181,7 @@ func (e *env) versionCommand() *cobra.Command {
 	o := &versionOpts{}
 	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, the commit it was built from, and the Go toolchain",
+		Short: "Print the version, the commit it was built from, the Go toolchain and the schema version",
 		Long: `version prints the module version of this binary, and, when it was built in a
 version-controlled checkout, the commit (revision), its time, and whether the
 work tree had uncommitted changes (modified), as Go records them in the

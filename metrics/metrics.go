@@ -237,8 +237,18 @@ func New(opts *Opts) *Metrics {
 // Watch points the scrape-time gauges at c, the started client; before it,
 // prescient_ready is 0 and the store's gauges are left out. A server that
 // builds a new client (after a failed start) watches the new one.
+//
+// Every check c runs starts its failure counter at 0, so that an alert on
+// its rate sees the series before the first failure, as the store error
+// counters are.
 func (m *Metrics) Watch(c *prescient.Client) {
 	m.client.Store(c)
+	if c == nil {
+		return
+	}
+	for _, ch := range c.Config().Checks.All() {
+		m.checkFailures.WithLabelValues(ch.Name)
+	}
 }
 
 // CheckFinished implements prescient.Observer.
