@@ -194,6 +194,17 @@ func (r *checkRows) Next() bool {
 	return false
 }
 
+// ColumnOIDs passes on the store's rows' column types (PostgreSQL), nil
+// where the store does not say them.
+func (r *checkRows) ColumnOIDs() []uint32 {
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	if typed, ok := r.rows.(interface{ ColumnOIDs() []uint32 }); ok {
+		return typed.ColumnOIDs()
+	}
+	return nil
+}
+
 func (r *checkRows) Scan(dest ...any) error {
 	r.a.mu.Lock()
 	defer r.a.mu.Unlock()

@@ -567,6 +567,17 @@ func (r *pgRows) Next() bool {
 	return false
 }
 
+// ColumnOIDs returns the type OID of each result column, for a caller
+// that reads the columns as it found them before (sqlcheck).
+func (r *pgRows) ColumnOIDs() []uint32 {
+	fds := r.rows.FieldDescriptions()
+	oids := make([]uint32, len(fds))
+	for i, f := range fds {
+		oids[i] = f.DataTypeOID
+	}
+	return oids
+}
+
 func (r *pgRows) Scan(dest ...any) error {
 	if r.done {
 		if r.err != nil {

@@ -254,6 +254,30 @@ func (c *Check) queryApart(ctx context.Context, tx checks.Tx, keys []string, due
 	return out, nil
 }
 
+// sameColumns refuses a result whose columns are not those the query had
+// when the server prepared it (their types, PostgreSQL's OIDs, where the
+// store says them): the check reads each column as it was then, so a
+// timestamp retyped timestamptz since would have its stages fire hours off,
+// and a column added under SELECT * every row fail to scan (found by a
+// trial of declared checks).
+func (c *Check) sameColumns(oids []uint32) error {
+	if oids == nil {
+		return nil
+	}
+	restart := "restart the servers, which prepare a declared check's query at start; its jobs fail until then"
+	if len(oids) != len(c.columns) {
+		return fmt.Errorf("query: it returns %d column(s), and %d when this server prepared it (a column added or dropped since, "+
+			"under SELECT *?): %s", len(oids), len(c.columns), restart)
+	}
+	for i, oid := range oids {
+		if col := c.columns[i]; col.OID != 0 && oid != col.OID {
+			return fmt.Errorf("query: its column %s is no longer of type %s (now type OID %d): the table changed since this server "+
+				"prepared it, and reading it as before would be wrong (a timestamp read in another zone): %s", col.Name, col.Type, oid, restart)
+		}
+	}
+	return nil
+}
+
 // queryTries bounds the queries queryApart runs for n keys: enough to find
 // a couple of bad keys by halving, far fewer than n for a large batch.
 func queryTries(n int) int {
@@ -275,6 +299,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 		return nil, fmt.Errorf("query: %w", err)
 	}
 	defer rows.Close()
+	typed, _ := rows.(interface{ ColumnOIDs() []uint32 })
 	out := make([]*found, n)
 	vals := make([]any, len(c.columns))
 	dest := make([]any, len(c.columns))
@@ -285,11 +310,19 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 			dest[i] = &raws[i] // as written: decoded, its numbers would pass through float64
 		}
 	}
-	for rows.Next() {
+	for first := true; rows.Next(); first = false {
+		if first && typed != nil {
+			// Known once a row came (a pipelined query's columns may not
+			// be before).
+			if err := c.sameColumns(typed.ColumnOIDs()); err != nil {
+				return nil, err
+			}
+		}
 		clear(vals)
 		clear(raws)
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("query: read a row: %w", err)
+			return nil, fmt.Errorf("query: read a row: %w (if the query's columns changed since this server started, "+
+				"a column added, dropped or retyped under SELECT *, restart the servers: they read its columns at start)", err)
 		}
 		for i, col := range c.columns {
 			switch {

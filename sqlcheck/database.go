@@ -60,6 +60,10 @@ type Column struct {
 	// padded with blanks that PostgreSQL ignores when it compares them: a
 	// key is read without them.
 	Padded bool
+	// OID is the type's object id (PostgreSQL), 0 when unknown: a query
+	// whose column comes back of another type is refused (see
+	// Check.sameColumns).
+	OID uint32
 }
 
 // Statement describes a query prepared against a database.
@@ -173,6 +177,7 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 			Zoneless:  f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidDate,
 			JSON:      f.DataTypeOID == oidJSON || f.DataTypeOID == oidJSONB,
 			Padded:    f.DataTypeOID == oidBpchar,
+			OID:       f.DataTypeOID,
 		})
 		if f.DataTypeOID == oidTimestamp || f.DataTypeOID == oidDate {
 			zoneless = append(zoneless, zonelessColumn{f.Name, types[f.DataTypeOID].name})

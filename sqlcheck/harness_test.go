@@ -265,3 +265,16 @@ func (e *engine) finished(check, key string) *history.Record {
 	}
 	return recs[0]
 }
+
+// finishedLast returns the latest history record of check for order key.
+func (e *engine) finishedLast(check, key string) *history.Record {
+	e.t.Helper()
+	recs, err := e.client.History(e.ctx, history.Filter{Entity: "order", Key: key, Check: check, Limit: 1})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		e.t.Fatalf("history of %s %s: no record", check, key)
+	}
+	return recs[0]
+}

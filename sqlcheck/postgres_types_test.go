@@ -132,3 +132,51 @@ func TestDateAnchorInSessionZone(t *testing.T) {
 			slot.Format(time.RFC3339), evs, e.next("overdue", "I1").Format(time.RFC3339))
 	}
 }
+
+// TestColumnRetypedSinceStartFailsClearly: the check reads each column as
+// the query returned it when the server prepared it. A timestamp column
+// retyped timestamptz while the server runs would have been read in the
+// session's zone, its stages firing hours off with no error; one added
+// under SELECT * made every row fail to scan, saying nothing of why. Both
+// now fail their jobs saying what changed and that a restart prepares the
+// query again, and raise nothing (found by a trial of declared checks).
+func TestColumnRetypedSinceStartFailsClearly(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`CREATE TABLE norders (id text PRIMARY KEY, placed_at timestamp NOT NULL)`)
+	d.exec(`INSERT INTO norders VALUES ('A', '2030-01-01 00:00:00'), ('B', '2030-01-01 00:00:00')`)
+	retyped := sqlcheck.Spec{Name: "retyped", Entity: "order", Anchor: "placed_at",
+		Query:  `SELECT id AS key, placed_at FROM norders WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.late"}}}
+	star := sqlcheck.Spec{Name: "star", Entity: "order",
+		Query:  `SELECT id AS key, * FROM norders WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(retyped, star)
+	d.exec(`ALTER TABLE norders ALTER placed_at TYPE timestamptz`)
+	d.exec(`ALTER TABLE norders ADD COLUMN note text`)
+	hour := 0
+	for _, c := range []struct{ check, key, want string }{
+		{"retyped", "A", "its column placed_at is no longer of type timestamp without time zone"},
+		{"star", "B", "column(s), and 3 when this server prepared it"},
+	} {
+		// A connection that ran the query before answers PostgreSQL's
+		// "cached plan must not change result type" once, and pgx
+		// prepares it again: the next job meets the new columns.
+		var r *history.Record
+		for i := 0; i < 10; i++ {
+			hour++
+			slot := epoch.Add(time.Duration(hour) * time.Hour)
+			e.schedule(c.check, c.key, slot)
+			e.fire(slot, slot)
+			r = e.finishedLast(c.check, c.key)
+			if !strings.Contains(r.LastError, "cached plan must not change result type") {
+				break
+			}
+		}
+		if r.Outcome != history.Failed || !strings.Contains(r.LastError, c.want) || !strings.Contains(r.LastError, "restart the servers") {
+			t.Errorf("%s/%s: %s with error %q; want failed saying %q and to restart", c.check, c.key, r.Outcome, r.LastError, c.want)
+		}
+		if evs := d.events(c.check); len(evs) != 0 {
+			t.Errorf("%s raised %v from a result read as it no longer is", c.check, evs)
+		}
+	}
+}
