@@ -125,7 +125,8 @@ type Config struct {
 	// pool is no larger than Workers. Default WorkersDefault.
 	Workers int
 	// BatchSize is how many due jobs a batch check is handed at a time,
-	// unless the check sets its own (checks.Opts.BatchSize). Default
+	// unless the check sets its own (checks.Opts.BatchSize); a job that
+	// failed before (FailureCount > 0) is handed alone. Default
 	// BatchSizeDefault.
 	BatchSize int
 	// GroupSize is how many jobs of single-job checks one transaction runs,

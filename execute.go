@@ -442,8 +442,21 @@ func (c *Client) units(batch *checks.Check, jobs []*checks.Job) []unit {
 				}
 			}
 		}
-		if len(run) > 0 {
-			us = append(us, unit{check: batch, jobs: run})
+		// A job that failed before runs in a call of its own: its batch
+		// failed as one (a query run past its guard, a panic, an error for
+		// the batch), and run again together the job that made it fail
+		// would fail the others again, at every retry until they all end
+		// failed (found by a trial of declared checks: one slow key).
+		fresh := run[:0:0]
+		for _, j := range run {
+			if j.FailureCount > 0 {
+				us = append(us, unit{check: batch, jobs: []*checks.Job{j}})
+			} else {
+				fresh = append(fresh, j)
+			}
+		}
+		if len(fresh) > 0 {
+			us = append(us, unit{check: batch, jobs: fresh})
 		}
 		return us
 	}

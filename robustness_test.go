@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,5 +204,69 @@ func TestLateCheckAskingForAPassedTimeLandsInTheNextSlot(t *testing.T) {
 		clk.Set("2026-03-10T11:15:00Z")
 		c.Tick(ctx)
 		wantOutcome(t, c, "1", history.Done, 2)
+	})
+}
+
+// A job of a batch check that failed before runs in a call of its own: a
+// batch that failed as one (here a key the check cannot take fails the
+// whole call, as a query run past its runtime guard does) ran again as one
+// at every retry, until every job of it ended failed; now the others are
+// done at their first retry and only the bad job keeps failing (found by a
+// trial of declared checks: one slow key failed its whole batch for good).
+func TestBatchJobThatFailedRunsAlone(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		reg := &checks.Registry{}
+		var mu sync.Mutex
+		var calls [][]string
+		err := reg.RegisterBatch("b", func(ctx context.Context, js []*checks.Job) ([]checks.Result, error) {
+			var keys []string
+			for _, j := range js {
+				keys = append(keys, j.Key)
+			}
+			slices.Sort(keys)
+			mu.Lock()
+			calls = append(calls, keys)
+			mu.Unlock()
+			if slices.Contains(keys, "poison") {
+				return nil, errors.New("ran past its runtime guard")
+			}
+			return make([]checks.Result, len(js)), nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.client(clk, reg, func(c *prescient.Config) { c.MaxFailures = 3 })
+		for _, k := range []string{"a", "poison", "z"} {
+			schedule(t, c, k, "b", "2026-03-10T10:15:00Z")
+		}
+		clk.Set("2026-03-10T10:15:00Z")
+		fire(t, c, "2026-03-10T10:15:00Z")
+		retry := wantPending(t, c, "a", "b").NextCheckAt
+		for _, k := range []string{"a", "poison", "z"} {
+			if j := wantPending(t, c, k, "b"); j.FailureCount != 1 || !j.NextCheckAt.Equal(retry) {
+				t.Fatalf("%s after the first firing: %+v, want one failure and its retry with the others'", k, j)
+			}
+		}
+		clk.Set(retry.Format(time.RFC3339))
+		fire(t, c, retry.Format(time.RFC3339))
+		wantOutcome(t, c, "a", history.Done, 1)
+		wantOutcome(t, c, "z", history.Done, 1)
+		if j := wantPending(t, c, "poison", "b"); j.FailureCount != 2 {
+			t.Fatalf("poison after its retry: %+v, want a second failure", j)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		// The group's first run without savepoints is undone when poison
+		// fails, and runs again without it: a's call may come twice.
+		if fmt.Sprint(calls[0]) != "[a poison z]" {
+			t.Errorf("the check's first call %v, want the batch whole", calls[0])
+		}
+		for _, call := range calls[1:] {
+			if len(call) != 1 {
+				t.Errorf("the check's calls %v, want the batch once, then each job that failed in a call of its own", calls)
+				break
+			}
+		}
 	})
 }

@@ -51,7 +51,9 @@ type Opts struct {
 	// engine's values.
 	Guards guards.Limits
 	// BatchSize caps the jobs handed to one call of a batch check. Zero means
-	// the engine's batch size.
+	// the engine's batch size. A job that failed before (FailureCount > 0)
+	// is handed alone, so that the one that made its batch fail as one
+	// does not fail the others again.
 	BatchSize int
 	// Sinks names the sinks the check's events (Job.Emit) are delivered to.
 	// A check that emits with no sinks still records its events, for
