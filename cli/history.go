@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -80,8 +78,8 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if err == nil {
 		return t.UTC(), nil
 	}
-	if pe := (*time.ParseError)(nil); errors.As(err, &pe) && pe.Message != "" {
-		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, strings.TrimPrefix(pe.Message, ": "))
+	if why := noRealTime(err); why != "" {
+		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d).UTC(), nil

@@ -126,14 +126,22 @@ func cut(s string, n int) (string, bool) {
 	return string(r[:n-1]) + "…", true
 }
 
+// noRealTime says which part of a time written as RFC 3339 says names
+// nothing real (2030-02-30: "day out of range"; +25:00), from time.Parse's
+// error; "" for any other error.
+func noRealTime(err error) string {
+	var pe *time.ParseError
+	if errors.As(err, &pe) && pe.Message != "" {
+		return strings.TrimPrefix(pe.Message, ": ")
+	}
+	return ""
+}
+
 // parseTimeFlag reads a flag's RFC 3339 time, the format schedule --at takes.
 func parseTimeFlag(flag, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, s)
-	var pe *time.ParseError
-	if errors.As(err, &pe) && pe.Message != "" {
-		// Written as RFC 3339 says, but a day, month, hour… that does
-		// not exist (2030-02-30, +25:00).
-		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, strings.TrimPrefix(pe.Message, ": "))
+	if why := noRealTime(err); why != "" {
+		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", flag, s)

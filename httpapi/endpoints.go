@@ -83,11 +83,8 @@ func (a *api) schedule(ctx context.Context, r *http.Request) (int, any, error) {
 		return 0, nil, badField("in", fmt.Sprintf("at %s and in %s both say when to check: give only one", quote(req.At), quote(req.In)))
 	case req.At != "":
 		t, err := time.Parse(time.RFC3339, req.At)
-		var pe *time.ParseError
-		if errors.As(err, &pe) && pe.Message != "" {
-			// Written as RFC 3339 says, but a day, month, hour… that
-			// does not exist (2030-02-30, +25:00).
-			return 0, nil, badField("at", fmt.Sprintf("at %s is no real time: %s", quote(req.At), strings.TrimPrefix(pe.Message, ": ")))
+		if why := noRealTime(err); why != "" {
+			return 0, nil, badField("at", fmt.Sprintf("at %s is no real time: %s", quote(req.At), why))
 		}
 		if err != nil {
 			return 0, nil, badField("at", fmt.Sprintf("at %s is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", quote(req.At)))
@@ -396,6 +393,17 @@ func query(r *http.Request, allowed []string) (url.Values, error) {
 	return q, nil
 }
 
+// noRealTime says which part of a time written as RFC 3339 says names
+// nothing real (2030-02-30: "day out of range"; +25:00), from time.Parse's
+// error; "" for any other error.
+func noRealTime(err error) string {
+	var pe *time.ParseError
+	if errors.As(err, &pe) && pe.Message != "" {
+		return strings.TrimPrefix(pe.Message, ": ")
+	}
+	return ""
+}
+
 // when reads an RFC 3339 time, or a Go duration meaning that long before
 // now, as `prescient history --since` does. Empty is the zero time.
 func when(field, s string, now time.Time) (time.Time, error) {
@@ -406,8 +414,8 @@ func when(field, s string, now time.Time) (time.Time, error) {
 	if err == nil {
 		return t.UTC(), nil
 	}
-	if pe := (*time.ParseError)(nil); errors.As(err, &pe) && pe.Message != "" {
-		return time.Time{}, badField(field, fmt.Sprintf("%s %s is no real time: %s", field, quote(s), strings.TrimPrefix(pe.Message, ": ")))
+	if why := noRealTime(err); why != "" {
+		return time.Time{}, badField(field, fmt.Sprintf("%s %s is no real time: %s", field, quote(s), why))
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d).UTC(), nil
