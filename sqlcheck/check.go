@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,8 @@ type Check struct {
 	dialect Dialect
 	columns []Column
 	zone    *time.Location // Statement.Zone, for Zoneless columns
+	// keysType is Statement.KeysType: $1 read as integers.
+	keysType string
 	// keyCol and anchorCol index columns; anchorCol is -1 without an
 	// anchor column.
 	keyCol, anchorCol int
@@ -51,7 +54,8 @@ func New(spec Spec, st *Statement) (*Check, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Check{spec: spec, dialect: st.Dialect, columns: append([]Column(nil), st.Columns...), zone: st.Zone, keyCol: -1, anchorCol: -1}
+	c := &Check{spec: spec, dialect: st.Dialect, columns: append([]Column(nil), st.Columns...), zone: st.Zone, keysType: st.KeysType,
+		keyCol: -1, anchorCol: -1}
 	c.spec.Stages = append([]Stage(nil), spec.Stages...)
 	var errs []error
 	seen := make(map[string]bool)
@@ -137,6 +141,14 @@ func KeysArg(d Dialect, keys []string) string {
 	return b.String()
 }
 
+// canonicalInt reports whether k is an integer in its plain decimal form,
+// as PostgreSQL writes one back: no sign but a minus, no leading zero or
+// blank.
+func canonicalInt(k string) bool {
+	v, err := strconv.ParseInt(k, 10, 64)
+	return err == nil && strconv.FormatInt(v, 10) == k
+}
+
 // found is a due key the query returned.
 type found struct {
 	anchor  any
@@ -153,6 +165,15 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 		if j.Entity != c.spec.Entity {
 			results[i].Err = fmt.Errorf("check %s watches entity %s: a job of entity %s cannot be checked by it "+
 				"(schedule it with a check of its own)", c.spec.Name, c.spec.Entity, j.Entity)
+			continue
+		}
+		if c.keysType != "" && !canonicalInt(j.Key) {
+			// PostgreSQL would read "007" as 7: the job would take key 7's
+			// row, or, with 7 not due, fail as returning a key not asked
+			// for; with 7 due in the same batch, 007 found no row and
+			// ended done, silently (found by a trial of declared checks).
+			results[i].Err = fmt.Errorf("key %q is not an integer written as the query's $1 (%s) writes it back: "+
+				"it would be read as another key's number; schedule the job with the key in its plain decimal form", j.Key, c.keysType)
 			continue
 		}
 		due[j.Key] = i

@@ -73,6 +73,10 @@ type Statement struct {
 	// Zone is the time zone the database reads Zoneless columns in (the
 	// PostgreSQL session's TimeZone); nil is UTC.
 	Zone *time.Location
+	// KeysType is the type the database reads $1 as, when it is an array
+	// of integers ("bigint[]"; PostgreSQL): a key it would read as another
+	// key's number (007 as 7) is refused (see Check.Batch). Empty otherwise.
+	KeysType string
 }
 
 // Database prepares the queries of declared checks against a database.
@@ -166,6 +170,10 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 		return nil, queryErrorf("$1 is read as %s, not an array: it is the due keys, an array (write WHERE id = ANY($1))", p.name)
 	}
 	st := &Statement{Dialect: Postgres}
+	switch p := types[sd.ParamOIDs[0]]; p.name {
+	case "smallint[]", "integer[]", "bigint[]":
+		st.KeysType = p.name
+	}
 	type zonelessColumn struct{ name, typ string }
 	var zoneless []zonelessColumn
 	for _, f := range sd.Fields {

@@ -180,3 +180,37 @@ func TestColumnRetypedSinceStartFailsClearly(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerKeysInTheQuerysForm: with $1 read as bigint[], a key that is
+// not an integer in its plain decimal form (007, " 9", +7) fails its job
+// saying so, as the query's own key column would give it back another
+// key: with 7 due in the same batch, 007 found no row and ended done, no
+// event raised (found by a trial of declared checks).
+func TestIntegerKeysInTheQuerysForm(t *testing.T) {
+	d := openDB(t, sqlcheck.Postgres)
+	d.exec(`CREATE TABLE int_orders (id bigint PRIMARY KEY, status text NOT NULL)`)
+	d.exec(`INSERT INTO int_orders VALUES (7, 'unshipped'), (9, 'unshipped'), (-5, 'unshipped')`)
+	spec := sqlcheck.Spec{Name: "intkey", Entity: "order",
+		Query:  `SELECT id AS key FROM int_orders WHERE id = ANY($1) AND status = 'unshipped'`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
+	e := d.newEngine(spec)
+	slot := epoch.Add(time.Hour)
+	for _, k := range []string{"7", "007", " 9", "+7", "-5"} {
+		e.schedule("intkey", k, slot)
+	}
+	e.fire(slot, slot)
+	for _, k := range []string{"7", "-5"} {
+		if r := e.finished("intkey", k); r.Outcome != history.Done || r.LastError != "" {
+			t.Errorf("key %q: %s with error %q; want done with its stage raised", k, r.Outcome, r.LastError)
+		}
+	}
+	for _, k := range []string{"007", " 9", "+7"} {
+		r := e.finished("intkey", k)
+		if r.Outcome != history.Failed || !strings.Contains(r.LastError, "is not an integer written as the query's $1 (bigint[]) writes it back") {
+			t.Errorf("key %q: %s with error %q; want failed saying to schedule it in its plain decimal form", k, r.Outcome, r.LastError)
+		}
+	}
+	if evs := d.events("intkey"); len(evs) != 2 {
+		t.Errorf("events %v, want order.seen for 7 and -5 only", evs)
+	}
+}
