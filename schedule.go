@@ -131,7 +131,9 @@ func (c *Client) scheduleMany(ctx context.Context, tx any, inTx bool, ps []Sched
 // date: it takes the job's last row, keeping its own Inserted (whether
 // that row created the job).
 func asLeft(jobs []*Job) {
-	if len(jobs) < 2 {
+	// A job's second row is never the one that created it: a call whose
+	// rows all did (a bulk schedule of new jobs) names each job once.
+	if len(jobs) < 2 || !slices.ContainsFunc(jobs, func(j *Job) bool { return !j.Inserted }) {
 		return
 	}
 	last := make(map[int64]*Job, len(jobs))

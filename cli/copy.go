@@ -15,7 +15,6 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
-	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // copyPageSizeDefault is how many jobs or history records `copy` reads and
@@ -157,20 +156,15 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 			return fmt.Errorf("copy: the target is the source (%s): give --to (and --to-schema) another database", describeStore(cfg))
 		}
 	}
-	// Copy only reads its source: a missing SQLite file is an error, where
-	// opening it would create an empty one and copy nothing.
-	src, err := openStore(ctx, cfg, true, false)
+	// Copy takes the jobs of its source: a missing SQLite file is an
+	// error, where opening it would create an empty one and copy nothing,
+	// and a file an older prescient wrote is migrated to be read as this
+	// version's schema.
+	src, err := openStore(ctx, cfg, false, true)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	if lite, ok := src.(*sqlite.Store); ok {
-		// Read as this version's schema: a file an older prescient
-		// wrote is brought up to it first.
-		if err := lite.Migrate(ctx); err != nil {
-			return fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
-		}
-	}
 	if own, others := otherInstalls(ctx, src); len(others) > 0 {
 		return elsewhereError(cfg, own, others) // a PostgreSQL source whose tables are in another schema
 	}

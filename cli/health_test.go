@@ -54,22 +54,29 @@ func TestReadyzHidesDatabaseDetails(t *testing.T) {
 	}
 }
 
-// TestHTTPListenPortAloneIsLoopback: http.listen ":0" serves loopback only,
-// as api.listen does; the page and /metrics show keys and errors.
-func TestHTTPListenPortAloneIsLoopback(t *testing.T) {
+// servedAddr serves nothing on http.listen listen until the test ends, and
+// returns the address it listens on, as its first log line names it.
+func servedAddr(t *testing.T, listen string) string {
+	t.Helper()
 	var logs bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	stop, err := serveHTTP(":0", http.NotFoundHandler(), log)
+	stop, err := serveHTTP(listen, http.NotFoundHandler(), slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	t.Cleanup(stop)
 	var rec struct{ Addr string }
 	if err := json.Unmarshal([]byte(strings.SplitN(logs.String(), "\n", 2)[0]), &rec); err != nil {
 		t.Fatalf("log %q: %v", logs.String(), err)
 	}
-	if !strings.HasPrefix(rec.Addr, "127.0.0.1:") {
-		t.Fatalf("http.listen :0 listens on %q, want 127.0.0.1:<port>", rec.Addr)
+	return rec.Addr
+}
+
+// TestHTTPListenPortAloneIsLoopback: http.listen ":0" serves loopback only,
+// as api.listen does; the page and /metrics show keys and errors.
+func TestHTTPListenPortAloneIsLoopback(t *testing.T) {
+	addr := servedAddr(t, ":0")
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("http.listen :0 listens on %q, want 127.0.0.1:<port>", addr)
 	}
 }
 
@@ -114,18 +121,8 @@ func TestReadyzSaysTheSchemaIsNotMigrated(t *testing.T) {
 // idle, held its connection for ever (found by a security review: 3,000
 // such connections, 6,000 goroutines).
 func TestHTTPListenHasTheAPIsLimits(t *testing.T) {
-	var logs bytes.Buffer
-	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	stop, err := serveHTTP("127.0.0.1:0", http.NotFoundHandler(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	var rec struct{ Addr string }
-	if err := json.Unmarshal([]byte(strings.SplitN(logs.String(), "\n", 2)[0]), &rec); err != nil {
-		t.Fatalf("log %q: %v", logs.String(), err)
-	}
-	req, err := http.NewRequest(http.MethodGet, "http://"+rec.Addr+"/healthz", nil)
+	addr := servedAddr(t, "127.0.0.1:0")
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/healthz", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +135,7 @@ func TestHTTPListenHasTheAPIsLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("200 KiB of headers: %d, want 431 as on the API's port", resp.StatusCode)
 	}
-	srv := limitedServer(http.NotFoundHandler(), log)
+	srv := limitedServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	if srv.ReadTimeout != apiReadTimeout || srv.IdleTimeout != apiIdleTimeout || srv.WriteTimeout != apiWriteTimeout || srv.ReadHeaderTimeout != apiReadHeaderTimeout {
 		t.Errorf("limitedServer's timeouts: %+v", srv)
 	}
