@@ -8,9 +8,14 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/postgres"
 )
 
 // Check is a declared check whose query is prepared: its Batch is the
@@ -18,6 +23,18 @@ import (
 type Check struct {
 	spec    Spec
 	dialect Dialect
+	// db prepares the query again when its columns change under a running
+	// server (see reprepare); nil for a check made by New.
+	db Database
+	// mu serialises reprepare.
+	mu    sync.Mutex
+	shape atomic.Pointer[shape]
+}
+
+// shape is how a check reads its query's rows, as the query was prepared.
+// A call reads one shape from start to end, so that a query prepared again
+// meanwhile cannot change how its rows are read halfway.
+type shape struct {
 	columns []Column
 	zone    *time.Location // Statement.Zone, for Zoneless columns
 	// keysType is Statement.KeysType: $1 read as integers.
@@ -44,7 +61,12 @@ func Prepare(ctx context.Context, db Database, spec Spec) (*Check, error) {
 		}
 		return nil, fmt.Errorf("check %s: prepare the query: %w", spec.Name, err)
 	}
-	return New(spec, st)
+	c, err := New(spec, st)
+	if err != nil {
+		return nil, err
+	}
+	c.db = db
+	return c, nil
 }
 
 // New returns the check spec declares over its prepared statement st (see
@@ -54,9 +76,9 @@ func New(spec Spec, st *Statement) (*Check, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Check{spec: spec, dialect: st.Dialect, columns: append([]Column(nil), st.Columns...), zone: st.Zone, keysType: st.KeysType,
-		keyCol: -1, anchorCol: -1}
+	c := &Check{spec: spec, dialect: st.Dialect}
 	c.spec.Stages = append([]Stage(nil), spec.Stages...)
+	s := &shape{columns: append([]Column(nil), st.Columns...), zone: st.Zone, keysType: st.KeysType, keyCol: -1, anchorCol: -1}
 	var errs []error
 	seen := make(map[string]bool)
 	names := make([]string, 0, len(st.Columns))
@@ -69,30 +91,31 @@ func New(spec Spec, st *Statement) (*Check, error) {
 		seen[col.Name] = true
 		switch col.Name {
 		case KeyColumn:
-			c.keyCol = i
+			s.keyCol = i
 		case spec.Anchor:
-			c.anchorCol = i
+			s.anchorCol = i
 		}
 	}
-	if c.keyCol < 0 {
+	if s.keyCol < 0 {
 		errs = append(errs, &FieldError{Field: "query", Err: fmt.Errorf("the query returns no column named key (it returns %s): "+
 			"return the entity's key as key, e.g. SELECT id AS key, …", columnList(names))})
 	}
 	if spec.Anchor != "" {
 		switch {
-		case c.anchorCol < 0:
+		case s.anchorCol < 0:
 			errs = append(errs, &FieldError{Field: "anchor", Err: fmt.Errorf("the query returns no column named %q (it returns %s): "+
 				"name a timestamp column the query returns, or leave anchor out to count the stages from the job's first check",
 				spec.Anchor, columnList(names))})
-		case st.Columns[c.anchorCol].TypeKnown && !st.Columns[c.anchorCol].Time:
+		case st.Columns[s.anchorCol].TypeKnown && !st.Columns[s.anchorCol].Time:
 			errs = append(errs, &FieldError{Field: "anchor", Err: fmt.Errorf("column %q is %s, not a point in time: "+
 				"the anchor must be a date, timestamp or timestamp with time zone (cast it in the query)",
-				spec.Anchor, st.Columns[c.anchorCol].Type)})
+				spec.Anchor, st.Columns[s.anchorCol].Type)})
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	c.shape.Store(s)
 	return c, nil
 }
 
@@ -107,7 +130,7 @@ func columnList(names []string) string {
 func (c *Check) Spec() Spec { return c.spec }
 
 // Columns returns the result columns of the check's query.
-func (c *Check) Columns() []Column { return append([]Column(nil), c.columns...) }
+func (c *Check) Columns() []Column { return append([]Column(nil), c.shape.Load().columns...) }
 
 // Register adds the check to reg as a batch check, with its awaits, sinks,
 // guards and batch size.
@@ -151,8 +174,9 @@ func canonicalInt(k string) bool {
 
 // found is a due key the query returned.
 type found struct {
-	anchor  any
-	payload json.RawMessage
+	anchored bool // the query returns an anchor column: anchor is its value
+	anchor   any
+	payload  json.RawMessage
 }
 
 // Batch is the check's checks.BatchFunc: one query for the jobs, then each
@@ -161,19 +185,20 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 	results := make([]checks.Result, len(jobs))
 	due := make(map[string]int, len(jobs))
 	keys := make([]string, 0, len(jobs))
+	keysType := c.shape.Load().keysType
 	for i, j := range jobs {
 		if j.Entity != c.spec.Entity {
 			results[i].Err = fmt.Errorf("check %s watches entity %s: a job of entity %s cannot be checked by it "+
 				"(schedule it with a check of its own)", c.spec.Name, c.spec.Entity, j.Entity)
 			continue
 		}
-		if c.keysType != "" && !canonicalInt(j.Key) {
+		if keysType != "" && !canonicalInt(j.Key) {
 			// PostgreSQL would read "007" as 7: the job would take key 7's
 			// row, or, with 7 not due, fail as returning a key not asked
 			// for; with 7 due in the same batch, 007 found no row and
 			// ended done, silently (found by a trial of declared checks).
 			results[i].Err = fmt.Errorf("key %q is not an integer written as the query's $1 (%s) writes it back: "+
-				"it would be read as another key's number; schedule the job with the key in its plain decimal form", j.Key, c.keysType)
+				"it would be read as another key's number; schedule the job with the key in its plain decimal form", j.Key, keysType)
 			continue
 		}
 		due[j.Key] = i
@@ -223,6 +248,7 @@ const savepoint = "prescient_sqlcheck"
 func (c *Check) queryApart(ctx context.Context, tx checks.Tx, keys []string, due map[string]int, results []checks.Result) ([]*found, error) {
 	out := make([]*found, len(results))
 	tries := queryTries(len(keys))
+	replanned := false
 	var run func(keys []string) error
 	run = func(keys []string) error {
 		tries--
@@ -257,6 +283,11 @@ func (c *Check) queryApart(ctx context.Context, tx checks.Tx, keys []string, due
 		switch {
 		case ctx.Err() != nil:
 			return qerr
+		case stalePlan(qerr) && !replanned:
+			// A connection that ran the query before its columns changed
+			// refuses it once, and prepares it afresh for the next run.
+			replanned = true
+			return run(keys)
 		case len(keys) == 1 || tries < 2:
 			for _, k := range keys {
 				results[due[k]].Err = qerr
@@ -275,28 +306,75 @@ func (c *Check) queryApart(ctx context.Context, tx checks.Tx, keys []string, due
 	return out, nil
 }
 
-// sameColumns refuses a result whose columns are not those the query had
-// when the server prepared it (their types, PostgreSQL's OIDs, where the
-// store says them): the check reads each column as it was then, so a
-// timestamp retyped timestamptz since would have its stages fire hours off,
-// and a column added under SELECT * every row fail to scan (found by a
-// trial of declared checks).
-func (c *Check) sameColumns(oids []uint32) error {
+// columnsChanged is a result whose columns are not those of the shape it
+// was read with (their types, PostgreSQL's OIDs, where the store says
+// them): the check reads each column as it was prepared, so a timestamp
+// retyped timestamptz since would have its stages fire hours off, and a
+// column added under SELECT * every row fail to scan (found by a trial of
+// declared checks).
+type columnsChanged struct{ err error }
+
+func (e *columnsChanged) Error() string { return e.err.Error() }
+
+// sameColumns returns a *columnsChanged when oids are not the columns of s.
+func (s *shape) sameColumns(oids []uint32) error {
 	if oids == nil {
 		return nil
 	}
-	restart := "restart the servers, which prepare a declared check's query at start; its jobs fail until then"
-	if len(oids) != len(c.columns) {
-		return fmt.Errorf("query: it returns %d column(s), and %d when this server prepared it (a column added or dropped since, "+
-			"under SELECT *?): %s", len(oids), len(c.columns), restart)
+	if len(oids) != len(s.columns) {
+		return &columnsChanged{fmt.Errorf("query: it returns %d column(s), and %d when it was prepared (a column added or dropped since, "+
+			"under SELECT *?)", len(oids), len(s.columns))}
 	}
 	for i, oid := range oids {
-		if col := c.columns[i]; col.OID != 0 && oid != col.OID {
-			return fmt.Errorf("query: its column %s is no longer of type %s (now type OID %d): the table changed since this server "+
-				"prepared it, and reading it as before would be wrong (a timestamp read in another zone): %s", col.Name, col.Type, oid, restart)
+		if col := s.columns[i]; col.OID != 0 && oid != col.OID {
+			return &columnsChanged{fmt.Errorf("query: its column %s is no longer of type %s (now type OID %d): the table changed since "+
+				"it was prepared", col.Name, col.Type, oid)}
 		}
 	}
 	return nil
+}
+
+// reprepare prepares the query again after a call of shape old found its
+// columns changed (a column retyped, added or dropped under SELECT *, by
+// a migration while the servers run), so that the check reads them as they
+// are now: its jobs go on instead of failing until the servers restart. A
+// query that no longer fits the check (no key column, an anchor that is no
+// longer a time) keeps the shape it had, and the call fails saying why.
+// Calls that meet the change at once prepare it once.
+func (c *Check) reprepare(ctx context.Context, old *shape, changed error) error {
+	if c.db == nil {
+		return fmt.Errorf("%w: prepare the check again (sqlcheck.Prepare) to read its columns as they are now", changed)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shape.Load() != old {
+		return nil // prepared again meanwhile
+	}
+	st, err := c.db.Describe(ctx, c.spec.Query)
+	if err != nil {
+		return fmt.Errorf("%w; preparing it again failed: %w", changed, err)
+	}
+	n, err := New(c.spec, st)
+	if err != nil {
+		return fmt.Errorf("%w, and the check no longer fits its columns as they are now (mend the table, and its jobs' retries read it "+
+			"again; or change the declaration and restart the servers): %w", changed, err)
+	}
+	c.shape.Store(n.shape.Load())
+	return nil
+}
+
+// stalePlan reports whether err is PostgreSQL's refusal of a statement a
+// connection prepared before the query's result columns changed.
+func stalePlan(err error) bool {
+	var se *postgres.ServerError // through a store's transaction
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &se):
+		return se.Code == "0A000" && strings.Contains(se.Error(), "cached plan must not change result type")
+	case errors.As(err, &pe):
+		return pe.Code == "0A000" && strings.Contains(pe.Message, "cached plan must not change result type")
+	}
+	return false
 }
 
 // queryTries bounds the queries queryApart runs for n keys: enough to find
@@ -313,8 +391,24 @@ func (e jobError) Error() string { return e.err.Error() }
 // query runs the check's query for keys and returns what it found of each
 // job, by the jobs' index in due; nil where the key was not returned. The
 // rows are read to the end and closed before it returns: the transaction
-// runs one statement at a time, and the events are written after.
+// runs one statement at a time, and the events are written after. When the
+// query's columns changed since it was prepared, it is prepared again and
+// run once more (see reprepare).
 func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[string]int, n int) ([]*found, error) {
+	s := c.shape.Load()
+	out, err := c.queryAs(ctx, tx, s, keys, due, n)
+	var changed *columnsChanged
+	if !errors.As(err, &changed) {
+		return out, err
+	}
+	if err := c.reprepare(ctx, s, changed); err != nil {
+		return nil, err
+	}
+	return c.queryAs(ctx, tx, c.shape.Load(), keys, due, n)
+}
+
+// queryAs is query with its rows read as shape s says.
+func (c *Check) queryAs(ctx context.Context, tx checks.Tx, s *shape, keys []string, due map[string]int, n int) ([]*found, error) {
 	rows, err := tx.Query(ctx, c.spec.Query, KeysArg(c.dialect, keys))
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
@@ -322,10 +416,10 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 	defer rows.Close()
 	typed, _ := rows.(interface{ ColumnOIDs() []uint32 })
 	out := make([]*found, n)
-	vals := make([]any, len(c.columns))
-	dest := make([]any, len(c.columns))
-	raws := make([]json.RawMessage, len(c.columns))
-	for i, col := range c.columns {
+	vals := make([]any, len(s.columns))
+	dest := make([]any, len(s.columns))
+	raws := make([]json.RawMessage, len(s.columns))
+	for i, col := range s.columns {
 		dest[i] = &vals[i]
 		if col.JSON { // as written; a key is read as ->> prints it (keyText)
 			dest[i] = &raws[i] // as written: decoded, its numbers would pass through float64
@@ -335,7 +429,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 		if first && typed != nil {
 			// Known once a row came (a pipelined query's columns may not
 			// be before).
-			if err := c.sameColumns(typed.ColumnOIDs()); err != nil {
+			if err := s.sameColumns(typed.ColumnOIDs()); err != nil {
 				return nil, err
 			}
 		}
@@ -345,18 +439,18 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 			return nil, fmt.Errorf("query: read a row: %w (if the query's columns changed since this server started, "+
 				"a column added, dropped or retyped under SELECT *, restart the servers: they read its columns at start)", err)
 		}
-		for i, col := range c.columns {
+		for i, col := range s.columns {
 			switch {
 			case col.JSON && raws[i] != nil:
 				vals[i] = raws[i]
-			case col.Zoneless && c.zone != nil:
+			case col.Zoneless && s.zone != nil:
 				if t, ok := vals[i].(time.Time); ok {
-					vals[i] = wallTime(t, c.zone)
+					vals[i] = wallTime(t, s.zone)
 				}
 			}
 		}
-		key, ok := keyText(vals[c.keyCol])
-		if c.columns[c.keyCol].Padded {
+		key, ok := keyText(vals[s.keyCol])
+		if s.columns[s.keyCol].Padded {
 			key = strings.TrimRight(key, " ")
 		}
 		if !ok {
@@ -370,9 +464,9 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 		if out[i] != nil {
 			return nil, fmt.Errorf("query returned key %q twice: it must return one row per key (look at its joins)", key)
 		}
-		f := &found{payload: c.payload(vals)}
-		if c.anchorCol >= 0 {
-			f.anchor = vals[c.anchorCol]
+		f := &found{payload: s.payload(vals)}
+		if s.anchorCol >= 0 {
+			f.anchored, f.anchor = true, vals[s.anchorCol]
 		}
 		out[i] = f
 	}
@@ -387,7 +481,7 @@ func (c *Check) query(ctx context.Context, tx checks.Tx, keys []string, due map[
 // the job alone.
 func (c *Check) stages(ctx context.Context, job *checks.Job, f *found) (time.Time, error) {
 	anchor := job.FirstCheckAt
-	if c.anchorCol >= 0 {
+	if f.anchored {
 		t, err := anchorTime(f.anchor)
 		if err != nil {
 			return time.Time{}, jobError{fmt.Errorf("anchor column %s of %s %s: %w", c.spec.Anchor, job.Entity, job.Key, err)}
@@ -420,15 +514,15 @@ func (c *Check) stages(ctx context.Context, job *checks.Job, f *found) (time.Tim
 
 // payload is the JSON object of the row's columns other than the key, in
 // the query's order; nil when there are none.
-func (c *Check) payload(vals []any) json.RawMessage {
-	if len(c.columns) < 2 {
+func (s *shape) payload(vals []any) json.RawMessage {
+	if len(s.columns) < 2 {
 		return nil
 	}
 	var b []byte
 	b = append(b, '{')
 	first := true
-	for i, col := range c.columns {
-		if i == c.keyCol {
+	for i, col := range s.columns {
+		if i == s.keyCol {
 			continue
 		}
 		if !first {

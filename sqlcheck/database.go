@@ -207,7 +207,11 @@ func (d pgDatabase) Describe(ctx context.Context, query string) (*Statement, err
 		}
 		st.Zone = loc
 	}
-	rows, err := tx.Query(ctx, query, KeysArg(Postgres, nil))
+	// Described afresh, not through the connection's statement cache: a
+	// connection that ran the query before its columns changed would
+	// refuse it once ("cached plan must not change result type") when a
+	// check prepares it again (Check.reprepare).
+	rows, err := tx.Query(ctx, query, pgx.QueryExecModeDescribeExec, KeysArg(Postgres, nil))
 	if err != nil {
 		return nil, pgQueryError("run with no keys", query, err)
 	}

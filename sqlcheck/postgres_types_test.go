@@ -133,51 +133,89 @@ func TestDateAnchorInSessionZone(t *testing.T) {
 	}
 }
 
-// TestColumnRetypedSinceStartFailsClearly: the check reads each column as
-// the query returned it when the server prepared it. A timestamp column
-// retyped timestamptz while the server runs would have been read in the
-// session's zone, its stages firing hours off with no error; one added
-// under SELECT * made every row fail to scan, saying nothing of why. Both
-// now fail their jobs saying what changed and that a restart prepares the
-// query again, and raise nothing (found by a trial of declared checks).
-func TestColumnRetypedSinceStartFailsClearly(t *testing.T) {
+// TestColumnsChangedSinceStartArePreparedAgain: the check reads each column
+// as the query returned it when it was prepared. A timestamp column retyped
+// timestamptz while the servers run would be read in the session's zone,
+// its stages firing hours off with no error, and one added under SELECT *
+// made every row fail to scan; then both failed their jobs until a
+// restart. A migration is routine while servers run: the query is now
+// prepared again, the jobs read the columns as they are, and a connection
+// that cached the old plan (PostgreSQL's "cached plan must not change
+// result type") runs it again instead of failing its job. A change the
+// check no longer fits (its anchor retyped text) fails the job saying so.
+func TestColumnsChangedSinceStartArePreparedAgain(t *testing.T) {
 	d := openDB(t, sqlcheck.Postgres)
 	d.exec(`CREATE TABLE norders (id text PRIMARY KEY, placed_at timestamp NOT NULL)`)
-	d.exec(`INSERT INTO norders VALUES ('A', '2030-01-01 00:00:00'), ('B', '2030-01-01 00:00:00')`)
+	d.exec(`INSERT INTO norders SELECT 'A' || g, '2025-06-01 10:00:00' FROM generate_series(1, 8) g`)
+	d.exec(`CREATE TABLE bdue (id text PRIMARY KEY, due_at timestamptz NOT NULL)`)
+	d.exec(`INSERT INTO bdue VALUES ('B1', '2025-06-01 10:00:00+00'), ('B2', '2025-06-01 10:00:00+00')`)
 	retyped := sqlcheck.Spec{Name: "retyped", Entity: "order", Anchor: "placed_at",
 		Query:  `SELECT id AS key, placed_at FROM norders WHERE id = ANY($1)`,
-		Stages: []sqlcheck.Stage{{After: 0, Event: "order.late"}}}
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.late"}, {After: 48 * time.Hour, Event: "order.later"}}}
 	star := sqlcheck.Spec{Name: "star", Entity: "order",
 		Query:  `SELECT id AS key, * FROM norders WHERE id = ANY($1)`,
 		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}}
-	e := d.newEngine(retyped, star)
-	d.exec(`ALTER TABLE norders ALTER placed_at TYPE timestamptz`)
-	d.exec(`ALTER TABLE norders ADD COLUMN note text`)
+	broken := sqlcheck.Spec{Name: "broken", Entity: "order", Anchor: "due_at",
+		Query:  `SELECT id AS key, due_at FROM bdue WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.due"}}}
+	e := d.newEngine(retyped, star, broken)
+	// Before the migration: the connections that run these prepare and
+	// cache the queries as they are.
 	hour := 0
-	for _, c := range []struct{ check, key, want string }{
-		{"retyped", "A", "its column placed_at is no longer of type timestamp without time zone"},
-		{"star", "B", "column(s), and 3 when this server prepared it"},
-	} {
-		// A connection that ran the query before answers PostgreSQL's
-		// "cached plan must not change result type" once, and pgx
-		// prepares it again: the next job meets the new columns.
-		var r *history.Record
-		for i := 0; i < 10; i++ {
-			hour++
-			slot := epoch.Add(time.Duration(hour) * time.Hour)
-			e.schedule(c.check, c.key, slot)
-			e.fire(slot, slot)
-			r = e.finishedLast(c.check, c.key)
-			if !strings.Contains(r.LastError, "cached plan must not change result type") {
-				break
-			}
+	fireOne := func(check, key string) {
+		hour++
+		slot := epoch.Add(time.Duration(hour) * time.Hour)
+		e.schedule(check, key, slot)
+		e.fire(slot, slot)
+	}
+	for _, key := range []string{"A1", "A2", "A3"} {
+		fireOne("retyped", key)
+		fireOne("star", key)
+	}
+	fireOne("broken", "B1")
+	d.exec(`ALTER TABLE norders ALTER placed_at TYPE timestamptz`)
+	d.exec(`ALTER TABLE norders ADD COLUMN note text DEFAULT 'fragile'`)
+	d.exec(`ALTER TABLE bdue ALTER due_at TYPE text`)
+
+	var placed time.Time
+	if err := d.pg.Pool().QueryRow(d.ctx, `SELECT placed_at FROM norders WHERE id = 'A4'`).Scan(&placed); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"A4", "A5", "A6"} {
+		fireOne("retyped", key)
+		if want := placed.Add(48 * time.Hour); !e.next("retyped", key).Equal(want) {
+			recs, _ := e.client.History(e.ctx, history.Filter{Entity: "order", Key: key, Check: "retyped"})
+			t.Errorf("retyped %s: next check %s, want %s (placed_at as PostgreSQL reads it now, + 48h); history %v",
+				key, e.next("retyped", key), want, recs)
 		}
-		if r.Outcome != history.Failed || !strings.Contains(r.LastError, c.want) || !strings.Contains(r.LastError, "restart the servers") {
-			t.Errorf("%s/%s: %s with error %q; want failed saying %q and to restart", c.check, c.key, r.Outcome, r.LastError, c.want)
+		fireOne("star", key)
+		if r := e.finished("star", key); r.Outcome != history.Done || r.LastError != "" {
+			t.Errorf("star %s: %s with error %q; want done, read with the column added", key, r.Outcome, r.LastError)
 		}
-		if evs := d.events(c.check); len(evs) != 0 {
-			t.Errorf("%s raised %v from a result read as it no longer is", c.check, evs)
-		}
+	}
+	if evs := d.events("retyped"); len(evs) != 6 {
+		t.Errorf("retyped raised %v; want order.late for each of A1-A6", evs)
+	}
+	seen := d.events("star")
+	if len(seen) != 6 || !strings.Contains(seen[5].Payload, `"note":"fragile"`) {
+		t.Errorf("star raised %v; want order.seen for each of A1-A6, the last with the added column in its payload", seen)
+	}
+
+	fireOne("broken", "B2")
+	r := e.finished("broken", "B2")
+	if r.Outcome != history.Failed || !strings.Contains(r.LastError, "its column due_at is no longer of type timestamp with time zone") ||
+		!strings.Contains(r.LastError, "no longer fits its columns") || !strings.Contains(r.LastError, "not a point in time") {
+		t.Errorf("broken B2: %s with error %q; want failed saying the anchor changed and is no longer a time", r.Outcome, r.LastError)
+	}
+	// Mended, the table is read again with no restart.
+	d.exec(`ALTER TABLE bdue ALTER due_at TYPE timestamptz USING due_at::timestamptz`)
+	d.exec(`INSERT INTO bdue VALUES ('B3', '2025-06-01 10:00:00+00')`)
+	fireOne("broken", "B3")
+	if r := e.finished("broken", "B3"); r.Outcome != history.Done || r.LastError != "" {
+		t.Errorf("broken B3, after the table was mended: %s with error %q; want done", r.Outcome, r.LastError)
+	}
+	if evs := d.events("broken"); len(evs) != 2 || evs[1].Key != "B3" {
+		t.Errorf("broken raised %v; want order.due for B1 and B3 (B2's anchor was no longer a time)", evs)
 	}
 }
 
