@@ -212,21 +212,39 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 	defer run.stop()
 	began := time.Now()
 	var rest []int64
-	for i, u := range units {
-		if i > 0 && (work.Err() != nil || hard.Err() != nil || time.Since(began) >= c.cfg.GroupDuration) {
-			if work.Err() == nil {
-				for _, u := range units[i:] {
-					for _, j := range u.jobs { // a batch check's unit has several
-						if !heldJob(held, j.ID) {
-							rest = append(rest, j.ID)
-						}
-					}
+	// unrun gathers the jobs of units[i:] not held: those this transaction
+	// did not get to.
+	unrun := func(i int) []int64 {
+		var ids []int64
+		for _, u := range units[i:] {
+			for _, j := range u.jobs { // a batch check's unit has several
+				if !heldJob(held, j.ID) {
+					ids = append(ids, j.ID)
 				}
+			}
+		}
+		return ids
+	}
+	called := 0 // units whose check was called, each in a savepoint of its own unless optimistic
+	maxCalls := c.drv.Features().MaxGroupSize
+	for i, u := range units {
+		// A batch check's group whose jobs failed before calls the check
+		// once per job (see units): beyond the store's cap of savepoints
+		// per transaction (PostgreSQL's 64 cached subtransactions), the
+		// rest go to the next transaction, as those a long group does not
+		// get to (found by a review: 99 writing subtransactions).
+		capped := maxCalls > 0 && called >= maxCalls
+		if i > 0 && (capped || work.Err() != nil || hard.Err() != nil || time.Since(began) >= c.cfg.GroupDuration) {
+			if work.Err() == nil {
+				rest = unrun(i)
 			}
 			break
 		}
 		if heldJob(held, u.jobs[0].ID) {
 			continue
+		}
+		if u.refused == nil {
+			called++
 		}
 		r, err := c.runUnit(hard, tx, u, !optimistic, run)
 		if optimistic && err == nil && !r.kept {
@@ -250,8 +268,19 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			ctx, cancel := finishCtx(hard)
 			_ = tx.Rollback(ctx)
 			cancel()
-			t, err := c.recover(hard, slot, done, err)
-			return t, nil, err
+			t, rerr := c.recover(hard, slot, done, err)
+			if left := len(unrun(i + 1)); left > 0 {
+				// The jobs not yet checked stay due, and the slot fails so
+				// that they are taken again: with every check run so far
+				// failed (its failure applied again), the group ended
+				// with no error and the slot complete, its other jobs
+				// left due (found by a review).
+				if rerr == nil {
+					rerr = err
+				}
+				rerr = fmt.Errorf("%w (and %d job(s) not yet checked stay due)", rerr, left)
+			}
+			return t, nil, rerr
 		}
 	}
 	ds := decisionsOf(done)
