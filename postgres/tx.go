@@ -433,7 +433,11 @@ func (t *procTx) QueryRow(ctx context.Context, sql string, args ...any) driver.R
 // Raw sends a savepoint still pending, then returns the transaction, which
 // refuses Commit and Rollback: the engine ends it.
 func (t *procTx) Raw() any {
-	_ = t.flush(context.Background(), t.control()) // a failure breaks t; Err reports it
+	// Bounded as the savepoint statements sent on their own are: a server
+	// that stops answering must not hold the check's transaction, and the
+	// engine closing it past the check's guard, forever. A failure breaks
+	// t; Err reports it.
+	_ = t.flushOwn(context.Background(), t.control())
 	return rawTx{t.tx}
 }
 
