@@ -82,10 +82,17 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.cfg.PruneSchedule != "-" && c.cfg.HistoryRetention > 0 {
 		spec, _ := cron.ParseStandard(c.cfg.PruneSchedule)
 		c.cron.Schedule(spec, c.job(func(work, _ context.Context) {
-			if n, err := c.Prune(work); err != nil {
-				c.log.Error("prune history", "error", err)
-			} else if n > 0 {
-				c.log.Info("pruned history", "records", n)
+			began := time.Now()
+			n, err := c.Prune(work)
+			switch {
+			case err != nil && work.Err() != nil:
+				// Stopped by shutdown, not a failure (its store error is
+				// not counted either): the next prune deletes the rest.
+				c.log.Info("prune stopped by shutdown; the next prune deletes the rest", "records", n, "took", time.Since(began))
+			case err != nil:
+				c.log.Error("prune history", "records", n, "took", time.Since(began), "error", err)
+			case n > 0:
+				c.log.Info("pruned history", "records", n, "took", time.Since(began))
 			}
 		}))
 	}

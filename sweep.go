@@ -120,8 +120,9 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 }
 
 // Prune deletes history records (and ledger rows) older than the configured
-// retention and returns how many records went. With retention -1 it does
-// nothing.
+// retention and returns how many records went, also when it fails or ctx
+// ends partway: it deletes in batches, each committed. With retention -1 it
+// does nothing.
 func (c *Client) Prune(ctx context.Context) (int, error) {
 	if c.cfg.HistoryRetention < 0 {
 		return 0, nil
@@ -129,7 +130,7 @@ func (c *Client) Prune(ctx context.Context) (int, error) {
 	n, err := c.drv.HistoryPrune(ctx, c.now().Add(-c.cfg.HistoryRetention))
 	if err != nil {
 		c.storeError(StoreOpPrune, err)
-		return 0, fmt.Errorf("prescient: prune history: %w", err)
+		return n, fmt.Errorf("prescient: prune history: %w", err)
 	}
 	return n, nil
 }
