@@ -37,3 +37,7 @@ var ErrOutOfRange = slots.ErrOutOfRange
 // runs for another entity only (checks.Opts.Entity): the job could only
 // fail.
 var ErrWrongEntity = errors.New("wrong entity for the check")
+
+// ErrNotStarted is Ready's error for a client that Start has not started,
+// or whose first heartbeat has not come yet.
+var ErrNotStarted = errors.New("not started")

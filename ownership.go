@@ -213,7 +213,7 @@ func (c *Client) Ready() error {
 	c.own.mu.RLock()
 	defer c.own.mu.RUnlock()
 	if !c.own.healthy && c.own.healthErr == nil {
-		return fmt.Errorf("prescient: not started")
+		return fmt.Errorf("prescient: %w", ErrNotStarted)
 	}
 	return c.own.healthErr
 }

@@ -181,6 +181,10 @@ func (e *env) serveAPI(ctx context.Context, cfg *Config, token string, ln net.Li
 		}
 	}()
 	started = func(client *prescient.Client) {
+		if client == nil { // its start failed: starting again
+			api.Store(nil)
+			return
+		}
 		var h http.Handler = httpapi.New(client, &httpapi.Opts{Token: token, Logger: log})
 		api.Store(&h)
 		log.Info("serving api", "addr", ln.Addr().String(), "token_env", name,

@@ -51,8 +51,11 @@ func healthHandler(client readier, log *slog.Logger) http.Handler {
 		mu.Unlock()
 		if err != nil {
 			why := "database unreachable"
-			if errors.Is(err, prescient.ErrNotMigrated) || errors.Is(err, errSchemaBehind) {
+			switch {
+			case errors.Is(err, prescient.ErrNotMigrated) || errors.Is(err, errSchemaBehind):
 				why = "the database's schema is not migrated"
+			case errors.Is(err, errStarting) || errors.Is(err, prescient.ErrNotStarted):
+				why = "starting"
 			}
 			http.Error(w, "not ready: "+why+" (details in the server's log)", http.StatusServiceUnavailable)
 			return

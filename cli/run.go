@@ -162,7 +162,18 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		return err
 	}
 	defer stopDelivery()
-	client, closeStore, err := e.startServer(ctx, cfg, o, log, ready)
+	// The client is served (readiness, the API, the metrics' database
+	// gauges, the status page) from before Start: Start's heartbeat makes
+	// it ready, and its start-up sweep, however long a catch-up after an
+	// outage takes, runs while it is (a server catching up on a day of
+	// slots answered 503 "database unreachable" throughout; found by a
+	// trial of catch-up after downtime).
+	publish := func(c *prescient.Client) {
+		ready.started(c)
+		m.Watch(c)
+		apiStarted(c)
+	}
+	client, closeStore, err := e.startServer(ctx, cfg, o, log, ready, publish)
 	if err != nil || client == nil {
 		return err // nil: stopped before it started
 	}
@@ -175,8 +186,6 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 		}
 		warnUnconfiguredSinks(ctx, cfg, client.Store(), log, now())
 	}
-	m.Watch(client)
-	apiStarted(client)
 	defer apiStop() // before the store closes
 	pc := client.Config()
 	names := make([]string, 0)
@@ -201,14 +210,14 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 // passed (-1: forever); ready reports not ready meanwhile. A configuration
 // the database shows to be wrong (a grid that does not fit, say) fails at
 // once. It returns a nil client when ctx ends first.
-func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slog.Logger, ready *startupReadier) (*prescient.Client, func(), error) {
+func (e *env) startServer(ctx context.Context, cfg *Config, o *runOpts, log *slog.Logger, ready *startupReadier,
+	publish func(*prescient.Client)) (*prescient.Client, func(), error) {
 	limit := time.Duration(cfg.Database.StartupTimeout)
 	began := time.Now()
 	wait := startupRetryFirst
 	for attempt := 1; ; attempt++ {
-		client, closeStore, err := e.startOnce(ctx, cfg, o, log)
+		client, closeStore, err := e.startOnce(ctx, cfg, o, log, publish)
 		if err == nil {
-			ready.started(client)
 			if attempt > 1 {
 				log.Info("database reached: started", "attempts", attempt)
 			}
@@ -301,7 +310,7 @@ func (e permanentError) Unwrap() error { return e.err }
 
 // startOnce is one attempt of startServer, on a copy of cfg (the grid it
 // settles with the database's may differ from one attempt to the next).
-func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog.Logger) (*prescient.Client, func(), error) {
+func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog.Logger, publish func(*prescient.Client)) (*prescient.Client, func(), error) {
 	cfg := *base
 	if cfg.Database.URL != "" {
 		if _, err := pgconn.ParseConfig(cfg.Database.URL); err != nil {
@@ -357,7 +366,9 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 		st.Close()
 		return nil, nil, permanentError{err}
 	}
+	publish(client)
 	if err := client.Start(ctx); err != nil {
+		publish(nil)
 		st.Close()
 		return nil, nil, err
 	}
@@ -424,8 +435,12 @@ func (r *startupReadier) Ready() error {
 	case r.err != nil:
 		return fmt.Errorf("starting: %w", r.err)
 	}
-	return errors.New("starting")
+	return errStarting
 }
+
+// errStarting is the readiness of a server that has not tried its database
+// yet, or whose client has not had its first heartbeat.
+var errStarting = errors.New("starting")
 
 func (r *startupReadier) started(c *prescient.Client) {
 	r.mu.Lock()
