@@ -74,10 +74,10 @@ func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) dri
 		return d
 	}
 	// The horizon is judged on the time the check asked for, as
-	// guards.horizon says ("farthest ahead of its slot a check may ask to
-	// run again"), not on the slot that time rounds up to; a time not after
-	// the slot is not after it either way.
-	if v := limits.Judge(j.CheckCount+1, j.Slot, r.Next); !v.OK() {
+	// guards.horizon says ("farthest ahead of its slot, or of its start if
+	// later, a check may ask to run again"), not on the slot that time
+	// rounds up to; a time not after the slot is not after it either way.
+	if v := limits.Judge(j.CheckCount+1, j.Slot, j.Now, r.Next); !v.OK() {
 		d.Outcome, d.Reason = v.Outcome, v.Reason
 		return d
 	}

@@ -34,10 +34,11 @@ type Job struct {
 	Payload json.RawMessage
 	// CreatedAt is when the job was first scheduled.
 	CreatedAt time.Time
-	// Horizon is how far after Slot the check may ask for its next check
-	// (its guards.horizon): a later time ends the job guard_horizon. 0 or
-	// less when there is no limit. A check waiting for something further
-	// off asks for Slot+Horizon and looks again then.
+	// Horizon is how far after Slot (or after Now, when the check runs
+	// later than its slot, in a catch-up) the check may ask for its next
+	// check (its guards.horizon): a later time ends the job guard_horizon.
+	// 0 or less when there is no limit. A check waiting for something
+	// further off asks for Slot+Horizon and looks again then.
 	Horizon time.Duration
 	// Tx is the transaction the job's result commits in. Writes made through it
 	// commit together with the job's new state, or not at all (they are rolled

@@ -18,7 +18,7 @@ func TestLadderWithoutAHorizonBeyondMaxChecks(t *testing.T) {
 	// The engine: check 1 (at the anchor) raises a and asks for 1h; check 2
 	// raises b and asks for 2h, which guard_max_checks refuses.
 	slot := time.Date(2030, 1, 1, 1, 0, 0, 0, time.UTC)
-	if v := (guards.Limits{MaxChecks: 2, Horizon: -1}).Judge(2, slot, slot.Add(time.Hour)); v.Outcome != history.GuardMaxChecks {
+	if v := (guards.Limits{MaxChecks: 2, Horizon: -1}).Judge(2, slot, slot, slot.Add(time.Hour)); v.Outcome != history.GuardMaxChecks {
 		t.Fatalf("setup: the engine's verdict on check 2 asking for stage c: %+v, want guard_max_checks", v)
 	}
 	const head = "checks:\n  c:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE id = ANY($1)\n"

@@ -28,7 +28,8 @@ type Limits struct {
 	// Runtime caps one check's run (one batch call for batch checks). A check
 	// that overruns counts as a failure.
 	Runtime time.Duration `json:"runtime"`
-	// Horizon caps how far after the slot being checked a next check may be.
+	// Horizon caps how far after the slot being checked (or after the
+	// check's start, when it runs later than its slot) a next check may be.
 	// A later time ends the job as guard_horizon.
 	Horizon time.Duration `json:"horizon"`
 }
@@ -84,17 +85,27 @@ type Verdict struct {
 // OK reports whether no guard objected.
 func (v Verdict) OK() bool { return v.Outcome == "" }
 
-// Judge rules on a check that ran in slot and asked to run again at next
-// (the time it asked for, before the engine rounds it up to the grid). checks is how many checks the job has run,
-// counting this one. A next time that is not after the slot is guard_past
-// (it would loop in place), one beyond the horizon is guard_horizon, and a job
-// that has used all its checks is guard_max_checks.
-func (l Limits) Judge(checks int, slot, next time.Time) Verdict {
+// Judge rules on a check that ran in slot, starting at ran, and asked to run
+// again at next (the time it asked for, before the engine rounds it up to
+// the grid). checks is how many checks the job has run, counting this one.
+// A next time that is not after the slot is guard_past (it would loop in
+// place), one further than the horizon ahead of the slot, or of ran when the
+// check ran later than its slot (a catch-up after an outage), is
+// guard_horizon, and a job that has used all its checks is
+// guard_max_checks. Counted from the slot alone, a check run a day late in
+// a catch-up that asked for "in an hour" was 25h ahead, and a horizon of
+// 12h ended its job, for the outage's sake (found by a trial of catch-up
+// after downtime).
+func (l Limits) Judge(checks int, slot, ran, next time.Time) Verdict {
+	from, what := slot, "the slot"
+	if ran.After(slot) {
+		from, what = ran, "the check's start (its slot was "+slot.Format(time.RFC3339)+")"
+	}
 	switch {
 	case !next.After(slot):
 		return Verdict{history.GuardPast, fmt.Sprintf("next check %s is not after the slot %s", next.Format(time.RFC3339), slot.Format(time.RFC3339))}
-	case l.Horizon > 0 && next.Sub(slot) > l.Horizon:
-		return Verdict{history.GuardHorizon, fmt.Sprintf("next check %s is %s after the slot, beyond the horizon %s", next.Format(time.RFC3339), next.Sub(slot), l.Horizon)}
+	case l.Horizon > 0 && next.Sub(from) > l.Horizon:
+		return Verdict{history.GuardHorizon, fmt.Sprintf("next check %s is %s after %s, beyond the horizon %s", next.Format(time.RFC3339), next.Sub(from), what, l.Horizon)}
 	case l.MaxChecks > 0 && checks >= l.MaxChecks:
 		return Verdict{history.GuardMaxChecks, fmt.Sprintf("asked for check %d, more than max_checks %d", checks+1, l.MaxChecks)}
 	}

@@ -29,7 +29,7 @@ func TestJudge(t *testing.T) {
 		{"no max checks", Limits{MaxChecks: -1, Horizon: -1}, 1e6, slot.Add(time.Hour), ""},
 	}
 	for _, tt := range tests {
-		v := tt.l.Judge(tt.checks, slot, tt.next)
+		v := tt.l.Judge(tt.checks, slot, slot, tt.next)
 		if v.Outcome != tt.want {
 			t.Errorf("%s: Judge(%d, %s) = %q (%s), want %q", tt.name, tt.checks, tt.next, v.Outcome, v.Reason, tt.want)
 		}
@@ -52,5 +52,23 @@ func TestLimitsDefaultsOverrideValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", bad)
 		}
+	}
+}
+
+// TestJudgeLateCheck: a check that ran later than its slot (in a catch-up)
+// has the horizon counted from its start: asking for an hour after it is
+// fine a day late, as on time; further than the horizon from it is not.
+func TestJudgeLateCheck(t *testing.T) {
+	slot := time.Date(2026, 3, 10, 10, 0, 0, 0, time.UTC)
+	l := Limits{MaxChecks: 3, Horizon: 12 * time.Hour}
+	ran := slot.Add(24 * time.Hour)
+	if v := l.Judge(1, slot, ran, ran.Add(time.Hour)); !v.OK() {
+		t.Errorf("a day late, asking for an hour after its start: %q (%s), want fine", v.Outcome, v.Reason)
+	}
+	if v := l.Judge(1, slot, ran, ran.Add(12*time.Hour+time.Second)); v.Outcome != history.GuardHorizon {
+		t.Errorf("a day late, asking for 12h1s after its start: %q, want guard_horizon", v.Outcome)
+	}
+	if v := l.Judge(1, slot, ran, slot); v.Outcome != history.GuardPast {
+		t.Errorf("a day late, asking for its own slot: %q, want guard_past", v.Outcome)
 	}
 }
