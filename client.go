@@ -56,6 +56,8 @@ type Client struct {
 	// past slot began, which status readers call running once a heartbeat
 	// lists it.
 	beatSoon chan struct{}
+	// sweeping is held by the sweep running, one at a time (see sweep).
+	sweeping chan struct{}
 
 	tickMu    sync.Mutex // serialises Tick
 	lastGood  time.Time  // the last slot up to which every owned slot fired
@@ -103,6 +105,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		sem:      make(chan struct{}, c.Workers),
 		firing:   make(map[time.Time]chan struct{}),
 		beatSoon: make(chan struct{}, 1),
+		sweeping: make(chan struct{}, 1),
 		unknown:  make(map[string]int),
 	}, nil
 }

@@ -34,7 +34,29 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 const sweepBatch = 100
 
 // sweep sweeps in mode; trigger says why, for the log and the observer.
+// One sweep runs at a time: a scheduled sweep is skipped while another
+// runs (beside a long start-up sweep, the scheduled sweeps fired the same
+// slots again, and each counted them; found by a trial of catch-up after
+// downtime), the running one taking the slots overdue when it began and
+// the ticks and the next scheduled sweep those after. Any other waits for
+// the one running, then looks afresh: positions taken over, or a store
+// back, since the running one passed their slots.
 func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger string) (res *SweepResult, err error) {
+	if trigger == SweepScheduled {
+		select {
+		case c.sweeping <- struct{}{}:
+		default:
+			c.log.Debug("sweep skipped: another sweep is running", "trigger", trigger)
+			return &SweepResult{Mode: mode}, nil
+		}
+	} else {
+		select {
+		case c.sweeping <- struct{}{}:
+		case <-workCtx.Done():
+			return nil, fmt.Errorf("prescient: sweep: waiting for the sweep running: %w", workCtx.Err())
+		}
+	}
+	defer func() { <-c.sweeping }()
 	began := time.Now()
 	defer func() { c.sweepFinished(trigger, mode, res, time.Since(began), err) }()
 	now := c.now()
