@@ -19,6 +19,31 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	query, args, err := historyListSQL(f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := []*history.Record{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list history: %w", interpretError(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list history: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// historyListSQL is HistoryList's statement for f and its arguments.
+func historyListSQL(f history.Filter) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -27,7 +52,15 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 		args = append(args, v)
 		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	if f.Entity != "" {
+	switch {
+	case f.Entity != "" && f.Key == "":
+		// Not by the (entity, entity_key, finished_at) index, which
+		// hands an entity's records over by key: SQLite sorted all of
+		// them (1.2-1.6 s for 900,000) rather than walking finished_at
+		// newest first to the limit, as PostgreSQL does (found by a
+		// trial of history at scale). "+" keeps the index off the term.
+		add("+entity = $%d", f.Entity)
+	case f.Entity != "":
 		add("entity = $%d", f.Entity)
 	}
 	if f.Key != "" {
@@ -43,7 +76,7 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 	} else if len(f.Outcomes) > 1 {
 		b, err := json.Marshal(f.Outcomes)
 		if err != nil {
-			return nil, fmt.Errorf("list history: %w", err)
+			return "", nil, fmt.Errorf("list history: %w", err)
 		}
 		add("outcome IN (SELECT value FROM json_each($%d))", string(b))
 	}
@@ -71,23 +104,7 @@ func (s *Store) HistoryList(ctx context.Context, f history.Filter) ([]*history.R
 	args = append(args, f.EffectiveLimit())
 	query += fmt.Sprintf(" ORDER BY finished_at DESC, id DESC LIMIT $%d", len(args))
 
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list history: %w", interpretError(err))
-	}
-	defer rows.Close()
-	out := []*history.Record{}
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list history: %w", interpretError(err))
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list history: %w", interpretError(err))
-	}
-	return out, nil
+	return query, args, nil
 }
 
 // HistoryLatest returns the job's history record with the highest id.
