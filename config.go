@@ -36,7 +36,8 @@ const (
 type SweepMode string
 
 const (
-	// SweepRun runs overdue jobs now, slot by slot, oldest first (the default).
+	// SweepRun runs overdue jobs now, slot by slot, oldest first, up to 4
+	// slots at once (the default).
 	SweepRun SweepMode = "run"
 	// SweepReslot moves overdue jobs to the next slot, where its owner fires them.
 	SweepReslot SweepMode = "reslot"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prescient-dev/prescient/driver"
@@ -22,7 +23,7 @@ type SweepResult struct {
 
 // Sweep takes the overdue jobs, those due before the slot in progress that
 // nobody processed, in the given mode: SweepRun fires their slots now,
-// oldest first; SweepReslot moves them to the next slot.
+// oldest first, up to 4 at once; SweepReslot moves them to the next slot.
 func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error) {
 	if _, err := ParseSweepMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("prescient: sweep: %w", err)
@@ -32,6 +33,12 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 
 // sweepBatch is how many overdue slots a run-mode sweep lists at a time.
 const sweepBatch = 100
+
+// sweepParallel is how many overdue slots a run-mode sweep fires at once:
+// up to 4, and no more than Workers (its groups share them).
+func (c *Client) sweepParallel() int {
+	return max(1, min(4, c.cfg.Workers))
+}
 
 // sweep sweeps in mode; trigger says why, for the log and the observer.
 // One sweep runs at a time: a scheduled sweep is skipped while another
@@ -74,19 +81,52 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 		res.Jobs, res.To = n, to
 		return res, nil
 	}
-	// Page through the overdue slots oldest first. A slot that fails (or
-	// whose jobs are of checks this server does not know) stays overdue; the
+	// Page through the overdue slots oldest first, firing up to
+	// sweepParallel of them at once (their groups share the Workers): a
+	// slot's firing costs a few round trips and commits besides its checks,
+	// so one slot at a time left the workers idle through a catch-up of many
+	// small slots (96 slots of 200 jobs: half the rate of one slot of as
+	// many; 20,000 slots of one job: 200 jobs/s; found by a trial of
+	// catch-up after downtime). A job run alone still runs with no other
+	// group of the client's (see runAlone). A slot that fails (or whose
+	// jobs are of checks this server does not know) stays overdue; the
 	// cursor moves past it so that it cannot stall the slots after it.
 	var (
 		after time.Time
 		errs  []error
 		done  bool // every overdue slot listed was gone through
+		mu    sync.Mutex
+		wg    sync.WaitGroup
 	)
+	inFlight := make(chan struct{}, c.sweepParallel())
+	fire := func(s time.Time) {
+		defer func() { <-inFlight }()
+		rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep, false)
+		mu.Lock()
+		defer mu.Unlock()
+		if errors.Is(err, errSlotBusy) {
+			// Still running past its boundary (a large slot, or one
+			// caught up late): that firing takes its jobs.
+			c.log.Debug("sweep: slot left to the firing of it in progress", "slot", s)
+			return
+		}
+		if rec != nil {
+			res.Jobs += rec.Checked // those of a slot that failed partway too
+		}
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		res.Slots++
+	}
+pages:
 	for workCtx.Err() == nil {
 		overdue, err := c.drv.JobsOverdueSlots(workCtx, after, cur, sweepBatch)
 		if err != nil {
 			c.storeError(StoreOpSweep, err)
+			mu.Lock()
 			errs = append(errs, err)
+			mu.Unlock()
 			break
 		}
 		if len(overdue) == 0 {
@@ -102,34 +142,30 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 				// Scheduled on a grid since changed: move this slot's jobs
 				// onto the new one, and only them (the jobs of an earlier
 				// slot this pass left, being fired or failed or of a check
-				// unknown here, stay in their slot).
+				// unknown here, stay in their slot). Its new slot is later
+				// than every slot fired so far.
 				to := c.cfg.Grid.Ceil(s)
 				n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{From: s, Before: s.Add(time.Microsecond), To: to, Now: now})
 				if err != nil {
 					c.storeError(StoreOpSweep, err)
+					mu.Lock()
 					errs = append(errs, fmt.Errorf("move jobs of off-grid slot %s: %w", s.Format(time.RFC3339Nano), err))
+					mu.Unlock()
 					continue
 				}
 				c.log.Info("moved jobs scheduled on an old grid onto the current one", "from", s, "to", to, "jobs", n)
 				continue
 			}
-			rec, err := c.fireSlot(workCtx, hardCtx, s, KindSweep, false)
-			if errors.Is(err, errSlotBusy) {
-				// Still running past its boundary (a large slot, or one
-				// caught up late): that firing takes its jobs.
-				c.log.Debug("sweep: slot left to the firing of it in progress", "slot", s)
-				continue
+			select {
+			case inFlight <- struct{}{}:
+			case <-workCtx.Done():
+				break pages
 			}
-			if rec != nil {
-				res.Jobs += rec.Checked // those of a slot that failed partway too
-			}
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			res.Slots++
+			wg.Go(func() { fire(s) })
 		}
+		wg.Wait() // the page's slots, before the next page is listed
 	}
+	wg.Wait()
 	if !done && len(errs) == 0 && workCtx.Err() != nil {
 		// Stopped between two slots (a signal, a deadline): slots may still
 		// be overdue, which the caller must not read as caught up.
