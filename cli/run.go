@@ -192,7 +192,11 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	for _, c := range pc.Checks.All() {
 		names = append(names, c.Name)
 	}
-	log.Info("serving", "server", pc.Server, "database", describeOpen(ctx, client.Store(), cfg), "checks", names, "grid", pc.Grid.String())
+	if ctx.Err() == nil {
+		// Not after a signal that cut the start-up sweep short: it is
+		// stopping, not serving (found by a trial of catch-up after downtime).
+		log.Info("serving", "server", pc.Server, "database", describeOpen(ctx, client.Store(), cfg), "checks", names, "grid", pc.Grid.String())
+	}
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", pc.ShutdownGrace)

@@ -108,4 +108,15 @@ func TestReadyDuringTheStartupSweep(t *testing.T) {
 	if !strings.Contains(r.log.String(), `"msg":"serving api"`) {
 		t.Errorf("no \"serving api\" logged while the API serves; logs:\n%s", r.log.String())
 	}
+	// Stopped during the start-up sweep, it stops: it does not say it
+	// serves once the cut-short sweep returns.
+	cancel()
+	err = <-r.done
+	r.done <- err
+	if err != nil {
+		t.Errorf("run stopped during its start-up sweep: %v; want nil", err)
+	}
+	if strings.Contains(r.log.String(), `"msg":"serving"`) {
+		t.Errorf("\"serving\" logged after the signal that cut the start-up sweep short; logs:\n%s", r.log.String())
+	}
 }
