@@ -33,7 +33,8 @@ func (c *Client) policy() policy {
 // decision.
 //
 //   - an error: a failure, retried at retrySlot, or the job ends failed once
-//     it has failed maxFailures times in a row;
+//     it has failed maxFailures times in a row, or at once when the check
+//     marked it permanent (checks.Permanent);
 //   - no next time: the job is done;
 //   - a next time: judged by the guards as asked, then rounded up to the
 //     grid; a time that has passed meanwhile (a check run late) lands in
@@ -47,6 +48,11 @@ func (p policy) decide(limits guards.Limits, j *checks.Job, r checks.Result) dri
 		failures := j.FailureCount + 1
 		if failures >= p.maxFailures {
 			d.Outcome = history.Failed
+			return d
+		}
+		if checks.IsPermanent(r.Err) {
+			d.Outcome = history.Failed
+			d.Err += " (not retried: the check marked its failure permanent)"
 			return d
 		}
 		d.Next = p.retrySlot(j.Slot, j.Now, failures)

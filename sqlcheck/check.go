@@ -188,8 +188,8 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 	keysType := c.shape.Load().keysType
 	for i, j := range jobs {
 		if j.Entity != c.spec.Entity {
-			results[i].Err = fmt.Errorf("check %s watches entity %s: a job of entity %s cannot be checked by it "+
-				"(schedule it with a check of its own)", c.spec.Name, c.spec.Entity, j.Entity)
+			results[i].Err = checks.Permanent(fmt.Errorf("check %s watches entity %s: a job of entity %s cannot be checked by it "+
+				"(schedule it with a check of its own)", c.spec.Name, c.spec.Entity, j.Entity))
 			continue
 		}
 		if keysType != "" && !canonicalInt(j.Key) {
@@ -197,8 +197,8 @@ func (c *Check) Batch(ctx context.Context, jobs []*checks.Job) ([]checks.Result,
 			// row, or, with 7 not due, fail as returning a key not asked
 			// for; with 7 due in the same batch, 007 found no row and
 			// ended done, silently (found by a trial of declared checks).
-			results[i].Err = fmt.Errorf("key %q is not an integer written as the query's $1 (%s) writes it back: "+
-				"it would be read as another key's number; schedule the job with the key in its plain decimal form", j.Key, keysType)
+			results[i].Err = checks.Permanent(fmt.Errorf("key %q is not an integer written as the query's $1 (%s) writes it back: "+
+				"it would be read as another key's number; schedule the job with the key in its plain decimal form", j.Key, keysType))
 			continue
 		}
 		due[j.Key] = i

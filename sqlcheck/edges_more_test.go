@@ -1,9 +1,11 @@
 package sqlcheck_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/history"
 	"github.com/prescient-dev/prescient/sqlcheck"
 )
@@ -47,5 +49,29 @@ func TestJSONBNumberKey(t *testing.T) {
 				t.Errorf("jsonb number key %s: %s with error %q; want done with its stage raised", key, r.Outcome, r.LastError)
 			}
 		})
+	}
+}
+
+// TestKeyNeverReadableIsNotRetried: a key the query's $1 can never read as
+// itself (not an integer in plain decimal form, for bigint[]) failed its job
+// like any error, retried max_failures times over hours though the README
+// says it fails at once (found by a trial of the SQL API from Python). Such
+// a failure is permanent (checks.Permanent): the job ends failed at once.
+func TestKeyNeverReadableIsNotRetried(t *testing.T) {
+	c, err := sqlcheck.New(sqlcheck.Spec{Name: "intkey", Entity: "order",
+		Query:  `SELECT id AS key FROM orders WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}},
+		&sqlcheck.Statement{Dialect: sqlcheck.Postgres, KeysType: "bigint[]", Columns: []sqlcheck.Column{{Name: "key", Type: "bigint", TypeKnown: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Batch(context.Background(), []*checks.Job{{Entity: "order", Key: "x"}, {Entity: "order", Key: "007"}, {Entity: "invoice", Key: "7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err == nil || !checks.IsPermanent(r.Err) {
+			t.Errorf("job %d: error %v; want a permanent failure", i, r.Err)
+		}
 	}
 }
