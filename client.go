@@ -72,6 +72,8 @@ type Client struct {
 
 	unknownMu sync.Mutex
 	unknown   map[string]int
+	// unknownWarned is when each unknown check was last warned of.
+	unknownWarned map[string]time.Time
 }
 
 // NewClient returns a client over store. cfg may be nil for all defaults; it
@@ -98,15 +100,16 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
 	return &Client{
-		cfg:      c,
-		store:    store,
-		drv:      drv,
-		log:      c.Logger.With("server", c.Server),
-		sem:      make(chan struct{}, c.Workers),
-		firing:   make(map[time.Time]chan struct{}),
-		beatSoon: make(chan struct{}, 1),
-		sweeping: make(chan struct{}, 1),
-		unknown:  make(map[string]int),
+		cfg:           c,
+		store:         store,
+		drv:           drv,
+		log:           c.Logger.With("server", c.Server),
+		sem:           make(chan struct{}, c.Workers),
+		firing:        make(map[time.Time]chan struct{}),
+		beatSoon:      make(chan struct{}, 1),
+		sweeping:      make(chan struct{}, 1),
+		unknown:       make(map[string]int),
+		unknownWarned: make(map[string]time.Time),
 	}, nil
 }
 

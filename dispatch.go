@@ -88,10 +88,7 @@ func (c *Client) fireSlot(work, hard context.Context, slot time.Time, kind strin
 	// The record names what it is of, as a ledger row does; FinishedAt is
 	// set once the firing completed.
 	did.Slot, did.Server, did.Kind, did.StartedAt = slot, c.cfg.Server, kind, start
-	for check, n := range unknown {
-		c.log.Warn("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
-	}
-	c.noteUnknown(unknown)
+	c.noteUnknown(slot, unknown)
 	ledger.Add(minus(did, before))
 	// Unknown counts the jobs the latest firing left pending, not a sum over
 	// firings (each would count the same jobs again).
@@ -493,13 +490,33 @@ func chunks(ids []int64, size int) func(func([]int64) bool) {
 	}
 }
 
-func (c *Client) noteUnknown(m map[string]int) {
+// unknownWarnEvery is how often the warning for jobs of a check this server
+// does not run is repeated, per check, while the jobs stay pending: each
+// sweep finds them again (every 5 minutes by default, every few seconds on
+// a fast grid), and warned each time the log filled with the same line
+// (found by a trial of the SQL API, where a misspelt name is not refused).
+const unknownWarnEvery = time.Hour
+
+// noteUnknown records the jobs of unknown checks a firing of slot left
+// pending, and warns of them: once per check every unknownWarnEvery, and at
+// debug level between.
+func (c *Client) noteUnknown(slot time.Time, m map[string]int) {
 	if len(m) == 0 {
 		return
 	}
+	now := c.now()
 	c.unknownMu.Lock()
 	defer c.unknownMu.Unlock()
 	maps.Copy(c.unknown, m)
+	for check, n := range m {
+		if last, ok := c.unknownWarned[check]; ok && now.Sub(last) < unknownWarnEvery && !now.Before(last) {
+			c.log.Debug("jobs left pending: no check registered under this name", "check", check, "jobs", n, "slot", slot)
+			continue
+		}
+		c.unknownWarned[check] = now
+		c.log.Warn("jobs left pending: no check registered under this name (warned again hourly while they stay pending)",
+			"check", check, "jobs", n, "slot", slot)
+	}
 }
 
 // KnownChecks returns, sorted, the names of the checks this client runs
