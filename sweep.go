@@ -17,7 +17,8 @@ type SweepResult struct {
 	Slots int `json:"slots"`
 	// Jobs counts the jobs checked (run mode) or moved (reslot mode).
 	Jobs int `json:"jobs"`
-	// To is the slot jobs were moved to (reslot mode).
+	// To is the slot jobs were moved to (reslot mode): the last, when
+	// the sweep's batches ran past a slot boundary.
 	To time.Time `json:"to,omitzero"`
 }
 
@@ -33,6 +34,10 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 
 // sweepBatch is how many overdue slots a run-mode sweep lists at a time.
 const sweepBatch = 100
+
+// reslotBatch is how many overdue jobs one transaction of a reslot-mode
+// sweep moves.
+const reslotBatch = 10_000
 
 // sweepParallel is how many overdue slots a run-mode sweep fires at once:
 // up to 4, and no more than Workers (its groups share them).
@@ -70,16 +75,33 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 	cur := c.cfg.Grid.Floor(now)
 	res = &SweepResult{Mode: mode}
 	if mode == SweepReslot {
-		to := c.cfg.Grid.Next(now)
-		// Jobs of a slot the client is firing stay: that firing has them
-		// listed, and takes them.
-		n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now, Except: c.heldSlots()})
-		if err != nil {
-			c.storeError(StoreOpSweep, err)
-			return nil, fmt.Errorf("prescient: sweep: reslot: %w", err)
+		// In batches, each its own transaction, the next slot taken
+		// afresh for each: one statement over every overdue job locked
+		// them all until it ended (600,000 jobs: 10 s, an application's
+		// cancel of one of them waiting as long) and moved them into the
+		// slot that was next when it began, fired meanwhile (found by a
+		// trial of pending jobs at scale). The jobs moved are those
+		// overdue when the sweep began: moved, a job is due after that, and
+		// is not moved again. Jobs of a slot the client is firing stay:
+		// that firing has them listed, and takes them.
+		for workCtx.Err() == nil {
+			now := c.now()
+			to := c.cfg.Grid.Next(now)
+			n, err := c.drv.JobsReslot(workCtx, &driver.JobsReslotParams{Before: cur, To: to, Now: now,
+				Except: c.heldSlots(), Limit: reslotBatch})
+			if err != nil {
+				c.storeError(StoreOpSweep, err)
+				return res, fmt.Errorf("prescient: sweep: reslot (%d job(s) moved before): %w", res.Jobs, err)
+			}
+			res.Jobs += n
+			if n > 0 || res.To.IsZero() {
+				res.To = to
+			}
+			if n < reslotBatch {
+				return res, nil
+			}
 		}
-		res.Jobs, res.To = n, to
-		return res, nil
+		return res, fmt.Errorf("prescient: sweep: reslot cut short after %d job(s): %w", res.Jobs, context.Cause(workCtx))
 	}
 	// Page through the overdue slots oldest first, firing up to
 	// sweepParallel of them at once (their groups share the Workers): a

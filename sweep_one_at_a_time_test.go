@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/driver"
 )
 
 // sweepLog records the sweeps that finished, by trigger, in order.
@@ -118,5 +120,61 @@ func TestSweepFiresOverdueSlotsSideBySide(t *testing.T) {
 	}
 	if n := h.count("SELECT * FROM prescient_history WHERE outcome = 'done'"); n != 3 {
 		t.Errorf("%d jobs done; want 3, their checks run side by side", n)
+	}
+}
+
+// reslotClock is a driver whose every JobsReslot takes a quarter of an hour
+// on the test's clock.
+type reslotClock struct {
+	driver.Driver
+	clk   *clock
+	calls atomic.Int32
+}
+
+func (d *reslotClock) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int, error) {
+	d.calls.Add(1)
+	n, err := d.Driver.JobsReslot(ctx, p)
+	d.clk.Add(15 * time.Minute)
+	return n, err
+}
+
+// TestReslotSweepInBatches: a reslot sweep moved every overdue job in one
+// statement, locking them all until it ended (600,000 jobs: 10 s, an
+// application's cancel of one waiting as long), into the slot that was
+// next when it began, which had fired by the time it ended (found by a
+// trial of pending jobs at scale). It moves them in batches of 10,000, each
+// to the slot next when the batch runs.
+func TestReslotSweepInBatches(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	clk := newClock("2026-03-10T10:00:00Z")
+	c0 := h.client(clk, &checks.Registry{}, nil)
+	ps := make([]prescient.ScheduleParams, 25_000)
+	for i := range ps {
+		ps[i] = prescient.ScheduleParams{Entity: "order", Key: fmt.Sprint(i), Check: "c", At: ts("2026-03-10T10:15:00Z").Add(time.Duration(i%4) * 15 * time.Minute)}
+	}
+	if _, err := c0.ScheduleMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set("2026-03-10T12:05:00Z")
+	drv := &reslotClock{Driver: h.store.Driver(), clk: clk}
+	cfg := c0.Config()
+	c, err := prescient.NewClient(wrappedStore{h.store, drv}, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Sweep(context.Background(), prescient.SweepReslot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Jobs != 25_000 || drv.calls.Load() < 3 {
+		t.Errorf("reslot: %+v in %d statement(s); want 25,000 jobs moved in batches of 10,000", res, drv.calls.Load())
+	}
+	// Each batch went to the slot next when it ran: 12:15, 12:30, 12:45.
+	if n := h.count("SELECT DISTINCT next_check_at FROM prescient_jobs"); n != 3 {
+		t.Errorf("the jobs moved to %d slots; want 3, one per batch, each the next slot as it ran", n)
+	}
+	if n := h.count("SELECT * FROM prescient_jobs WHERE next_check_at < '2026-03-10T12:15:00Z'"); n != 0 {
+		t.Errorf("%d jobs left before the first batch's slot", n)
 	}
 }

@@ -160,6 +160,9 @@ type JobsReslotParams struct {
 	// Except are slots whose jobs stay where they are (slots the engine
 	// is firing).
 	Except []time.Time
+	// Limit, when positive, moves at most that many jobs, the soonest due
+	// first, so that a large reslot runs in transactions of a bounded size.
+	Limit int
 }
 
 // JobStatsParams asks for the pending table's summary as of the slot Current.

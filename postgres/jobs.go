@@ -773,8 +773,10 @@ func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int
 		UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
 		WHERE id IN (SELECT id FROM prescient_jobs WHERE next_check_at < $1 AND next_check_at <> ALL ($4::timestamptz[])
 			AND ($5::timestamptz IS NULL OR next_check_at >= $5)
+			ORDER BY next_check_at, id LIMIT $6
 			FOR UPDATE SKIP LOCKED)`,
-		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...), nullTime(p.From)) // not NULL: <> ALL (NULL) matches no row
+		p.Before, p.To, p.Now, append([]time.Time{}, p.Except...), nullTime(p.From), // not NULL: <> ALL (NULL) matches no row
+		nullLimit(p.Limit))
 	if err != nil {
 		return 0, fmt.Errorf("reslot jobs before %s: %w", p.Before.Format(time.RFC3339), interpretError(ctx, err))
 	}
@@ -829,4 +831,13 @@ func (s *Store) JobStats(ctx context.Context, p *driver.JobStatsParams) (*driver
 		return nil, fmt.Errorf("job stats: %w", interpretError(ctx, err))
 	}
 	return st, nil
+}
+
+// nullLimit is a LIMIT's argument: NULL (no limit) unless n is positive.
+func nullLimit(n int) *int64 {
+	if n <= 0 {
+		return nil
+	}
+	v := int64(n)
+	return &v
 }

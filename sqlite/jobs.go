@@ -402,11 +402,17 @@ func (s *Store) JobsReslot(ctx context.Context, p *driver.JobsReslotParams) (int
 	}
 	var n int64
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		limit := int64(-1) // no limit
+		if p.Limit > 0 {
+			limit = int64(p.Limit)
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE prescient_jobs SET next_check_at = $2, updated_at = $3
-			WHERE next_check_at < $1 AND next_check_at NOT IN (SELECT value FROM json_each($4))
-				AND ($5 IS NULL OR next_check_at >= $5)`,
-			micros(p.Before), micros(p.To), micros(p.Now), string(exceptJSON), nullMicros(p.From))
+			WHERE id IN (SELECT id FROM prescient_jobs
+				WHERE next_check_at < $1 AND next_check_at NOT IN (SELECT value FROM json_each($4))
+					AND ($5 IS NULL OR next_check_at >= $5)
+				ORDER BY next_check_at, id LIMIT $6)`,
+			micros(p.Before), micros(p.To), micros(p.Now), string(exceptJSON), nullMicros(p.From), limit)
 		if err != nil {
 			return err
 		}

@@ -687,6 +687,18 @@ func testReslot(t *testing.T, h *Harness) {
 		t.Errorf("job f in %v, want moved to %v", got.NextCheckAt, slot(9))
 	}
 	jobDiff(get(t, h, "order", "d", "unshipped"), d).check(t, "job due before From")
+
+	// With Limit, at most that many move, the soonest due first.
+	schedule(t, h, "order", "g", "unshipped", slot(10), "")
+	k := schedule(t, h, "order", "k", "unshipped", slot(11), "")
+	n, err = h.Store.JobsReslot(t.Context(), &driver.JobsReslotParams{From: slot(10), Before: slot(12), To: slot(13), Now: now, Limit: 1})
+	if err != nil || n != 1 {
+		t.Fatalf("reslot with limit 1: %d, %v; want 1 (g), nil", n, err)
+	}
+	if got := get(t, h, "order", "g", "unshipped"); !got.NextCheckAt.Equal(slot(13)) {
+		t.Errorf("job g in %v, want moved to %v (the soonest due)", got.NextCheckAt, slot(13))
+	}
+	jobDiff(get(t, h, "order", "k", "unshipped"), k).check(t, "job past the limit")
 }
 
 func testStats(t *testing.T, h *Harness) {
