@@ -504,12 +504,16 @@ func (c *Client) units(batch *checks.Check, jobs []*checks.Job) []unit {
 // check refuse to schedule such a job (ErrWrongEntity), and so does the SQL
 // API; one that does not know it (an application's client with no checks
 // registered) cannot, so the job fails here, saying why.
+//
+// No retry can mend it: the failure is permanent (checks.Permanent), and the
+// job ends failed at once (it was retried max_failures times, hours on a
+// 15-minute grid; found by a review).
 func wrongEntity(ch *checks.Check, j *checks.Job) error {
 	if ch.Opts.Entity == "" || ch.Opts.Entity == j.Entity {
 		return nil
 	}
-	return fmt.Errorf("%w: check %s watches entity %s only, and this job is of entity %s; it was not called (schedule the job for entity %s)",
-		ErrWrongEntity, ch.Name, ch.Opts.Entity, j.Entity, ch.Opts.Entity)
+	return checks.Permanent(fmt.Errorf("%w: check %s watches entity %s only, and this job is of entity %s; it was not called (schedule the job for entity %s)",
+		ErrWrongEntity, ch.Name, ch.Opts.Entity, j.Entity, ch.Opts.Entity))
 }
 
 // errAbortedStatement marks a check that returned no error after one of its

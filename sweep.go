@@ -25,6 +25,8 @@ type SweepResult struct {
 // Sweep takes the overdue jobs, those due before the slot in progress that
 // nobody processed, in the given mode: SweepRun fires their slots now,
 // oldest first, up to 4 at once; SweepReslot moves them to the next slot.
+// A client sweeps one sweep at a time: a call waits for a sweep running
+// (not when made by one of the client's own checks).
 func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error) {
 	if _, err := ParseSweepMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("prescient: sweep: %w", err)
@@ -54,21 +56,27 @@ func (c *Client) sweepParallel() int {
 // the one running, then looks afresh: positions taken over, or a store
 // back, since the running one passed their slots.
 func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger string) (res *SweepResult, err error) {
-	if trigger == SweepScheduled {
+	switch {
+	case workCtx.Value(inGroupKey{c}) != nil:
+		// A check of this client's sweeping (see lockAlone): the sweep that
+		// may be running it holds the turn, and would wait for it; it runs
+		// beside, as before there were turns (found by a review).
+	case trigger == SweepScheduled:
 		select {
 		case c.sweeping <- struct{}{}:
 		default:
 			c.log.Debug("sweep skipped: another sweep is running", "trigger", trigger)
 			return &SweepResult{Mode: mode}, nil
 		}
-	} else {
+		defer func() { <-c.sweeping }()
+	default:
 		select {
 		case c.sweeping <- struct{}{}:
 		case <-workCtx.Done():
 			return nil, fmt.Errorf("prescient: sweep: waiting for the sweep running: %w", workCtx.Err())
 		}
+		defer func() { <-c.sweeping }()
 	}
-	defer func() { <-c.sweeping }()
 	began := time.Now()
 	defer func() { c.sweepFinished(trigger, mode, res, time.Since(began), err) }()
 	now := c.now()

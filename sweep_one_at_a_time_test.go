@@ -14,6 +14,8 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/history"
 )
 
 // sweepLog records the sweeps that finished, by trigger, in order.
@@ -176,5 +178,36 @@ func TestReslotSweepInBatches(t *testing.T) {
 	}
 	if n := h.count("SELECT * FROM prescient_jobs WHERE next_check_at < '2026-03-10T12:15:00Z'"); n != 0 {
 		t.Errorf("%d jobs left before the first batch's slot", n)
+	}
+}
+
+// TestCheckSweepsItsOwnClient: a check may sweep its own client (lockAlone
+// allows for it); with sweeps taking turns, a check run by a sweep that
+// swept waited for the sweep running it, until its runtime guard failed it
+// (found by a review). A check's own sweep runs beside.
+func TestCheckSweepsItsOwnClient(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	clk := newClock("2026-03-10T10:00:00Z")
+	var c *prescient.Client
+	nested := make(chan error, 1)
+	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		_, err := c.Sweep(ctx, prescient.SweepRun)
+		nested <- err
+		return time.Time{}, nil
+	}
+	c = h.client(clk, register(t, "c", check, nil), func(cfg *prescient.Config) {
+		cfg.Guards = guards.Limits{Runtime: 20 * time.Second}
+	})
+	schedule(t, c, "outer", "c", "2026-03-10T10:15:00Z")
+	clk.Set("2026-03-10T11:00:00Z")
+	if _, err := c.Sweep(context.Background(), prescient.SweepRun); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-nested; err != nil {
+		t.Errorf("a check's sweep of its own client: %v; want it run beside the sweep running the check", err)
+	}
+	if recs := historyOf(t, c, "outer"); len(recs) != 1 || recs[0].Outcome != history.Done {
+		t.Errorf("history %v; want done", recs)
 	}
 }

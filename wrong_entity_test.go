@@ -11,6 +11,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/sqlcheck"
 )
 
 // A job of another entity than the one its check watches (checks.Opts.Entity)
@@ -132,6 +133,49 @@ func scheduleEach(t *testing.T, c *prescient.Client, ps ...prescient.SchedulePar
 	for _, p := range ps {
 		if _, err := c.Schedule(context.Background(), p); err != nil {
 			t.Fatalf("scheduling %+v: %v", p, err)
+		}
+	}
+}
+
+// TestWrongEntityFailsAtOnce: a job of another entity than its check's
+// (scheduled by a client that does not know the check) can never be
+// checked, and was retried max_failures times, hours on a 15-minute grid,
+// though the README says it fails at once (found by a review). Its failure
+// is permanent: the job ends failed at the first firing. A declared check
+// is turned away the same way, before its query runs.
+func TestWrongEntityFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	clk := newClock("2026-03-10T10:00:00Z")
+	dc, err := sqlcheck.New(sqlcheck.Spec{Name: "intkey", Entity: "order",
+		Query:  `SELECT id AS key FROM orders WHERE id = ANY($1)`,
+		Stages: []sqlcheck.Stage{{After: 0, Event: "order.seen"}}},
+		&sqlcheck.Statement{Dialect: sqlcheck.Postgres, KeysType: "bigint[]", Columns: []sqlcheck.Column{{Name: "key", Type: "bigint", TypeKnown: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &checks.Registry{}
+	if err := dc.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *checks.Job) (time.Time, error) { return time.Time{}, nil }
+	if err := reg.Register("gocheck", noop, &checks.Opts{Entity: "order"}); err != nil {
+		t.Fatal(err)
+	}
+	server := h.client(clk, reg, func(cfg *prescient.Config) { cfg.MaxFailures = 3 })
+	app := h.client(clk, &checks.Registry{}, nil)
+	scheduleEach(t, app,
+		prescient.ScheduleParams{Entity: "invoice", Key: "7", Check: "intkey", At: ts("2026-03-10T10:15:00Z")},
+		prescient.ScheduleParams{Entity: "invoice", Key: "8", Check: "gocheck", At: ts("2026-03-10T10:15:00Z")})
+	clk.Set("2026-03-10T10:15:00Z")
+	fire(t, server, "2026-03-10T10:15:00Z")
+	for _, k := range []string{"7", "8"} {
+		recs, err := server.History(context.Background(), history.Filter{Entity: "invoice", Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || recs[0].Outcome != history.Failed || !strings.Contains(recs[0].LastError, "not retried") {
+			t.Errorf("invoice %s: history %v; want failed at once, not retried", k, recs)
 		}
 	}
 }
