@@ -14,10 +14,13 @@ import (
 // services commonly listen on.
 const lowestPort = 10000
 
-// ports is where FreePort takes its next port from.
+// ports is what FreePort handed out, and how it picks the next port.
 var ports struct {
 	sync.Mutex
-	next, below int // below: the first port of the kernel's ephemeral range
+	below  int // the first port of the kernel's ephemeral range
+	handed map[int]bool
+	// pick returns a number in [0, n): rand.IntN, or a test's sequence.
+	pick func(n int) int
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on, for a
@@ -29,23 +32,32 @@ var ports struct {
 // and the server's listen, to another test's listener or to any outgoing
 // connection (every test's connections to PostgreSQL take one), and the
 // server then fails to start. A port below that range is never handed out
-// so. Ports are taken in turn from a random start, so that the test
-// processes go test runs at once rarely try the same ones; one in use is
-// passed over.
+// so. Each port is drawn at random, never one this process handed out
+// before, so that the test processes go test runs at once rarely try the
+// same one: taken in turn from a random start, two processes whose starts
+// were close walked the same ports, and one's check found free a port the
+// other was about to listen on (a CI run failed so). One in use is passed
+// over.
 func FreePort() (int, error) {
 	ports.Lock()
 	defer ports.Unlock()
 	if ports.below == 0 {
 		ports.below = ephemeralStart()
-		ports.next = lowestPort + rand.IntN(ports.below-lowestPort)
+		ports.handed = make(map[int]bool)
 	}
-	for range ports.below - lowestPort {
-		p := ports.next
-		if ports.next++; ports.next >= ports.below {
-			ports.next = lowestPort
+	pick := ports.pick
+	if pick == nil {
+		pick = rand.IntN
+	}
+	n := ports.below - lowestPort
+	for range 4 * n {
+		p := lowestPort + pick(n)
+		if ports.handed[p] {
+			continue
 		}
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 			l.Close()
+			ports.handed[p] = true
 			return p, nil
 		}
 	}

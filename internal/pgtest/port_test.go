@@ -47,9 +47,24 @@ func TestFreePortPassesOverAPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	// The next draws: p (in use), then p again, then the port after it;
+	// p forgotten as handed out, so that only its listener passes it over.
+	draws := []int{p - lowestPort, p - lowestPort, p + 1 - lowestPort}
 	ports.Lock()
-	ports.next = p
+	delete(ports.handed, p)
+	ports.pick = func(n int) int {
+		d := draws[0]
+		if len(draws) > 1 {
+			draws = draws[1:]
+		}
+		return d % n
+	}
 	ports.Unlock()
+	defer func() {
+		ports.Lock()
+		ports.pick = nil
+		ports.Unlock()
+	}()
 	q, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
