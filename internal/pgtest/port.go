@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // lowestPort is the lowest port FreePort hands out: above the ports
@@ -19,8 +21,32 @@ var ports struct {
 	sync.Mutex
 	below  int // the first port of the kernel's ephemeral range
 	handed map[int]bool
+	// held are the lock files of the ports handed out, kept open (locked)
+	// while the process lives.
+	held []*os.File
 	// pick returns a number in [0, n): rand.IntN, or a test's sequence.
 	pick func(n int) int
+}
+
+// reserve takes port p for this process among the test processes that go
+// test runs at once: an exclusive lock on a file named after it, which the
+// kernel releases when the process ends. It reports false when another
+// process holds it.
+func reserve(p int) bool {
+	dir := filepath.Join(os.TempDir(), "prescient-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true // no lock files: the listen check alone, as before
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	ports.held = append(ports.held, f)
+	return true
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on, for a
@@ -32,12 +58,11 @@ var ports struct {
 // and the server's listen, to another test's listener or to any outgoing
 // connection (every test's connections to PostgreSQL take one), and the
 // server then fails to start. A port below that range is never handed out
-// so. Each port is drawn at random, never one this process handed out
-// before, so that the test processes go test runs at once rarely try the
-// same one: taken in turn from a random start, two processes whose starts
-// were close walked the same ports, and one's check found free a port the
-// other was about to listen on (a CI run failed so). One in use is passed
-// over.
+// so. Each port is drawn at random, never one this process tried before,
+// and reserved among the test processes go test runs at once by a lock on
+// a file named after it (held while the process lives): checked free
+// alone, a port one process was about to listen on was found free by
+// another (two CI runs failed so). One in use, or reserved, is passed over.
 func FreePort() (int, error) {
 	ports.Lock()
 	defer ports.Unlock()
@@ -55,9 +80,12 @@ func FreePort() (int, error) {
 		if ports.handed[p] {
 			continue
 		}
+		ports.handed[p] = true // tried: not drawn again, free or not
+		if !reserve(p) {
+			continue // another test process's
+		}
 		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 			l.Close()
-			ports.handed[p] = true
 			return p, nil
 		}
 	}

@@ -1,8 +1,12 @@
 package pgtest
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -37,21 +41,23 @@ func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
 // TestFreePortPassesOverAPortInUse: a port something listens on is not
 // handed out.
 func TestFreePortPassesOverAPortInUse(t *testing.T) {
-	// Not parallel: it sets where FreePort takes its next port from.
-	p, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-	if err != nil {
-		t.Fatal(err)
+	// Not parallel: it sets how FreePort draws its ports.
+	below := ephemeralStart()
+	var (
+		l   net.Listener
+		p   int
+		err error
+	)
+	for { // a port in the range that this test listens on itself
+		p = lowestPort + rand.IntN(below-lowestPort-1)
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			break
+		}
 	}
 	defer l.Close()
-	// The next draws: p (in use), then p again, then the port after it;
-	// p forgotten as handed out, so that only its listener passes it over.
+	// The next draws: p (in use), then p again, then the port after it.
 	draws := []int{p - lowestPort, p - lowestPort, p + 1 - lowestPort}
 	ports.Lock()
-	delete(ports.handed, p)
 	ports.pick = func(n int) int {
 		d := draws[0]
 		if len(draws) > 1 {
@@ -71,5 +77,52 @@ func TestFreePortPassesOverAPortInUse(t *testing.T) {
 	}
 	if q == p {
 		t.Fatalf("FreePort handed out %d, which is in use", p)
+	}
+}
+
+// TestFreePortReservedAcrossProcesses: a port another test process holds
+// the lock file of is not handed out, even while nothing listens on it yet
+// (that process is about to).
+func TestFreePortReservedAcrossProcesses(t *testing.T) {
+	// Not parallel: it sets how FreePort draws its ports.
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process: a lock this process's FreePort does not hold, on a
+	// port nothing listens on.
+	q := p + 1
+	for ; ; q++ { // the first port after p no test process holds
+		f, err := os.OpenFile(filepath.Join(os.TempDir(), "prescient-test-ports", strconv.Itoa(q)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			defer f.Close()
+			break
+		}
+		f.Close()
+	}
+	draws := []int{q - lowestPort, q + 1 - lowestPort}
+	ports.Lock()
+	ports.pick = func(n int) int {
+		d := draws[0]
+		if len(draws) > 1 {
+			draws = draws[1:]
+		}
+		return d % n
+	}
+	ports.Unlock()
+	defer func() {
+		ports.Lock()
+		ports.pick = nil
+		ports.Unlock()
+	}()
+	r, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r == q {
+		t.Fatalf("FreePort handed out %d, which another process reserved", q)
 	}
 }
