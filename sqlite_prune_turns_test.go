@@ -27,12 +27,7 @@ func TestSQLitePruneLetsTheSlotsFire(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
 	}
-	// 20,000 records finished a year ago.
-	old := ts("2025-03-10T10:00:00Z").UnixMicro()
-	h.exec(`WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 20000)
-		INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at, check_count,
-			failure_count, runtime_us, lateness_us, created_at, finished_at, finished_by)
-		SELECT 1000000 + i, 'order', 'old' || i, 'c', 'done', $1, 1, 0, 0, 0, $1, $1 + i, 's0' FROM g`, old)
+	oldHistory(h, 20000) // finished a year ago
 	clk.Set("2026-03-10T10:15:00Z")
 
 	pruned := make(chan error, 1)
@@ -75,11 +70,7 @@ func TestPruneStoppedByShutdownIsNotAnError(t *testing.T) {
 		c.PruneSchedule = "@every 1s"
 		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	})
-	old := ts("2025-03-10T10:00:00Z").UnixMicro()
-	h.exec(`WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 20000)
-		INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at, check_count,
-			failure_count, runtime_us, lateness_us, created_at, finished_at, finished_by)
-		SELECT 1000000 + i, 'order', 'old' || i, 'c', 'done', $1, 1, 0, 0, 0, $1, $1 + i, 's0' FROM g`, old)
+	oldHistory(h, 20000) // finished a year ago
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +97,14 @@ func TestPruneStoppedByShutdownIsNotAnError(t *testing.T) {
 	if !stopped {
 		t.Errorf("no INFO line saying the prune was stopped by shutdown; log:\n%s", logs.String())
 	}
+}
+
+// oldHistory inserts n records of jobs finished a year before the tests'
+// clock, by server s0, on SQLite.
+func oldHistory(h *harness, n int) {
+	old := ts("2025-03-10T10:00:00Z").UnixMicro()
+	h.exec(`WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < $2)
+		INSERT INTO prescient_history (id, entity, entity_key, check_name, outcome, first_check_at, check_count,
+			failure_count, runtime_us, lateness_us, created_at, finished_at, finished_by)
+		SELECT 1000000 + i, 'order', 'old' || i, 'c', 'done', $1, 1, 0, 0, 0, $1, $1 + i, 's0' FROM g`, old, n)
 }

@@ -56,21 +56,7 @@ func TestFreePortPassesOverAPortInUse(t *testing.T) {
 	}
 	defer l.Close()
 	// The next draws: p (in use), then p again, then the port after it.
-	draws := []int{p - lowestPort, p - lowestPort, p + 1 - lowestPort}
-	ports.Lock()
-	ports.pick = func(n int) int {
-		d := draws[0]
-		if len(draws) > 1 {
-			draws = draws[1:]
-		}
-		return d % n
-	}
-	ports.Unlock()
-	defer func() {
-		ports.Lock()
-		ports.pick = nil
-		ports.Unlock()
-	}()
+	drawPorts(t, p, p, p+1)
 	q, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -103,21 +89,7 @@ func TestFreePortReservedAcrossProcesses(t *testing.T) {
 		}
 		f.Close()
 	}
-	draws := []int{q - lowestPort, q + 1 - lowestPort}
-	ports.Lock()
-	ports.pick = func(n int) int {
-		d := draws[0]
-		if len(draws) > 1 {
-			draws = draws[1:]
-		}
-		return d % n
-	}
-	ports.Unlock()
-	defer func() {
-		ports.Lock()
-		ports.pick = nil
-		ports.Unlock()
-	}()
+	drawPorts(t, q, q+1)
 	r, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -125,4 +97,23 @@ func TestFreePortReservedAcrossProcesses(t *testing.T) {
 	if r == q {
 		t.Fatalf("FreePort handed out %d, which another process reserved", q)
 	}
+}
+
+// drawPorts makes FreePort draw ports, in turn, the last again and again,
+// until the test ends.
+func drawPorts(t *testing.T, ps ...int) {
+	ports.Lock()
+	ports.pick = func(n int) int {
+		p := ps[0]
+		if len(ps) > 1 {
+			ps = ps[1:]
+		}
+		return (p - lowestPort) % n
+	}
+	ports.Unlock()
+	t.Cleanup(func() {
+		ports.Lock()
+		ports.pick = nil
+		ports.Unlock()
+	})
 }
