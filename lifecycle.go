@@ -84,15 +84,16 @@ func (c *Client) Start(ctx context.Context) error {
 		c.cron.Schedule(spec, c.job(func(work, _ context.Context) {
 			began := time.Now()
 			n, err := c.Prune(work)
+			took := time.Since(began)
 			switch {
 			case err != nil && work.Err() != nil:
 				// Stopped by shutdown, not a failure (its store error is
 				// not counted either): the next prune deletes the rest.
-				c.log.Info("prune stopped by shutdown; the next prune deletes the rest", "records", n, "took", time.Since(began))
+				c.log.Info("prune stopped by shutdown; the next prune deletes the rest", "records", n, "took", took)
 			case err != nil:
-				c.log.Error("prune history", "records", n, "took", time.Since(began), "error", err)
+				c.log.Error("prune history", "records", n, "took", took, "error", err)
 			case n > 0:
-				c.log.Info("pruned history", "records", n, "took", time.Since(began))
+				c.log.Info("pruned history", "records", n, "took", took)
 			}
 		}))
 	}

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/postgres"
 )
@@ -365,16 +363,11 @@ func (c *Check) reprepare(ctx context.Context, old *shape, changed error) error 
 
 // stalePlan reports whether err is PostgreSQL's refusal of a statement a
 // connection prepared before the query's result columns changed.
+// A check's statements run through the store's transaction, whose errors
+// are *postgres.ServerError.
 func stalePlan(err error) bool {
-	var se *postgres.ServerError // through a store's transaction
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &se):
-		return se.Code == "0A000" && strings.Contains(se.Error(), "cached plan must not change result type")
-	case errors.As(err, &pe):
-		return pe.Code == "0A000" && strings.Contains(pe.Message, "cached plan must not change result type")
-	}
-	return false
+	var se *postgres.ServerError
+	return errors.As(err, &se) && se.Code == "0A000" && strings.Contains(se.Error(), "cached plan must not change result type")
 }
 
 // queryTries bounds the queries queryApart runs for n keys: enough to find

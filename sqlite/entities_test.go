@@ -52,23 +52,7 @@ func TestJobEntities(t *testing.T) {
 		}
 	}
 
-	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+jobEntitiesSQL, "", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	plan := queryPlan(t, s, jobEntitiesSQL, "", 100)
 	seeks := 0
 	for _, d := range plan {
 		if strings.Contains(d, "prescient_jobs") || strings.Contains(d, " j ") || strings.HasSuffix(d, " j") {
@@ -83,4 +67,28 @@ func TestJobEntities(t *testing.T) {
 	if seeks != 2 {
 		t.Errorf("plan has %d seeks on the (entity, entity_key, check_name) index, want 2 (the first step and the recursive one):\n%s", seeks, strings.Join(plan, "\n"))
 	}
+}
+
+// queryPlan returns the steps of SQLite's plan for query with args, as
+// EXPLAIN QUERY PLAN details them.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return steps
 }

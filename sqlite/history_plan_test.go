@@ -41,21 +41,7 @@ func TestHistoryOfAnEntityWalksNewestFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var steps []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			steps = append(steps, detail)
-		}
-		return strings.Join(steps, "; ")
+		return strings.Join(queryPlan(t, s, q, args...), "; ")
 	}
 	if p := plan(history.Filter{Entity: "order"}); strings.Contains(p, "TEMP B-TREE") || !strings.Contains(p, "prescient_history_finished") {
 		t.Errorf("history of entity order: plan %q; want a walk of prescient_history_finished, no sort", p)
