@@ -3,7 +3,6 @@ package pgtest
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,12 +83,32 @@ func FreePort() (int, error) {
 		if !reserve(p) {
 			continue // another test process's
 		}
-		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
-			l.Close()
+		if probe(p) {
 			return p, nil
 		}
 	}
 	return 0, fmt.Errorf("no free port on 127.0.0.1 in %d-%d", lowestPort, ports.below-1)
+}
+
+// probe reports whether a server can listen on 127.0.0.1:p: whether a
+// socket can be bound there with SO_REUSEADDR, as servers bind (Go's,
+// PostgreSQL's, PgBouncer's), which fails while anything listens on the
+// port. It binds without listening: a child that another goroutine forks
+// (to exec initdb, pg_ctl, ...) holds a copy of every descriptor until its
+// exec, and a listening socket copied so kept the port in use after the
+// probe closed it (the caller's listen then failed, about 1 in 100 probes
+// with two goroutines running commands); a socket that is only bound does
+// not stop a server's listen.
+func probe(p int) bool {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer syscall.Close(fd)
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		return false
+	}
+	return syscall.Bind(fd, &syscall.SockaddrInet4{Port: p, Addr: [4]byte{127, 0, 0, 1}}) == nil
 }
 
 // ephemeralStart returns the first port of the kernel's ephemeral range,

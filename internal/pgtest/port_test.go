@@ -4,8 +4,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	oexec "os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -35,6 +37,50 @@ func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
 			t.Fatalf("listen on the port FreePort returned: %v", err)
 		}
 		l.Close()
+	}
+}
+
+// TestFreePortWhileForking: a port FreePort hands out can be listened on at
+// once while other goroutines of the process run commands (as a test
+// starting PostgreSQL beside it does; CI failed
+// TestFreePortIsOutsideTheEphemeralRange so, beside TestInstanceRestart): a
+// child forked during FreePort's check held the checked port until its exec.
+func TestFreePortWhileForking(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := oexec.Command("true").Run(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	taken := 0
+	const n = 1000
+	for range n {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			taken++
+			continue
+		}
+		l.Close()
+	}
+	if taken > 0 {
+		t.Fatalf("%d of %d ports FreePort handed out were in use at once", taken, n)
 	}
 }
 
