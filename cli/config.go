@@ -1336,6 +1336,14 @@ func (c *Config) secrets() []string {
 // of a URL after the user name, or a password= parameter.
 var passwordRE = regexp.MustCompile(`(?i)://[^:@/\s]*:([^\s]*)@|(?:pass(?:word|wd)?|pwd)\s*=\s*([^\s&;]+)`)
 
+// secretShortest is the shortest value redactErr replaces where it appears
+// unquoted, unless it holds a URL's userinfo or a password= setting: a
+// shorter value cannot be a connection string that carries a password, and
+// replacing it wherever it appears replaced the message's own words (a
+// database.url of " ", "a" or "postgres:" made "is<value not shown: ...>not
+// <value not shown: ...>a ..." of the error saying it is not a URL).
+const secretShortest = 12
+
 // redactErr returns err with every secret it quotes replaced by notShown.
 // When the error is about own, a value that may hold a password, and a piece
 // of that password would still show (a parser quoting part of the value),
@@ -1344,7 +1352,9 @@ func redactErr(err error, secrets []string, own string) error {
 	msg := err.Error()
 	for _, s := range secrets {
 		msg = strings.ReplaceAll(msg, strconv.Quote(s), notShown)
-		msg = strings.ReplaceAll(msg, s, notShown)
+		if mayHoldCredentials(s) || len(strings.TrimSpace(s)) >= secretShortest {
+			msg = strings.ReplaceAll(msg, s, notShown)
+		}
 	}
 	for _, m := range passwordRE.FindAllStringSubmatch(own, -1) {
 		if p := m[1] + m[2]; p != "" && strings.Contains(msg, p) {

@@ -36,3 +36,31 @@ func TestDatabaseURLOtherFormsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A short database.url is refused in words of its own: the value is not
+// replaced wherever it appears in the error (a URL of " " replaced every
+// space of "is not a PostgreSQL URL" with a note that it may hold a
+// password; found by a trial of bad input). A URL holding a password is
+// still never echoed.
+func TestDatabaseURLShortValueKeepsTheErrorReadable(t *testing.T) {
+	for _, url := range []string{" ", "a", "is", "SQLite", "postgres:"} {
+		cfg, err := loadConfig(writeConfig(t, "workers: 2\n"), envOf(map[string]string{EnvDatabaseURL: url}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.Validate()
+		if err == nil {
+			t.Fatalf("database.url %q passes the configuration check", url)
+		}
+		if msg := err.Error(); strings.Contains(msg, notShown) || !strings.Contains(msg, "is not a PostgreSQL URL") {
+			t.Errorf("database.url %q: %s", url, msg)
+		}
+	}
+	cfg, err := loadConfig(writeConfig(t, "workers: 2\n"), envOf(map[string]string{EnvDatabaseURL: "jdbc:postgresql://app:s3cret@db/app"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a URL with a password: %v", err)
+	}
+}
