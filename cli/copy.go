@@ -32,10 +32,15 @@ type copyOpts struct {
 	leaveDeliveries bool
 }
 
-// Validate checks that a target is named and the page size is sane.
+// Validate checks that a target is named, its schema is one
+// database.schema can name, and the page size is sane.
 func (o *copyOpts) Validate() error {
 	if o.to == "" {
 		return errors.New("--to is required: the URL of the PostgreSQL database to copy into (e.g. postgres://app@db:5432/app)")
+	}
+	if o.toSchema != "" && !schemaRE(o.toSchema) {
+		return fmt.Errorf("--to-schema %q is not a plain identifier (want lower-case letters, digits and '_', starting with a letter or '_'): "+
+			"database.schema, which the copy is read through afterwards, takes no other", o.toSchema)
 	}
 	if o.pageSize < 1 || o.pageSize > 100_000 {
 		return fmt.Errorf("--page-size %d must be between 1 and 100000", o.pageSize)

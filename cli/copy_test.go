@@ -325,6 +325,10 @@ func TestCopyRefuses(t *testing.T) {
 	}{
 		{"no target", map[string]string{}, "", []string{"copy"}, []string{"--to is required"}},
 		{"bad page size", map[string]string{}, "", []string{"copy", "--to", url, "--page-size", "0"}, []string{"--page-size 0"}},
+		// A schema database.schema cannot name: the copy could not be
+		// read afterwards (it was created, found by a trial of bad input).
+		{"a schema database.schema cannot name", map[string]string{}, "", []string{"copy", "--to", url, "--to-schema", "X Y"},
+			[]string{`--to-schema "X Y" is not a plain identifier`}},
 		{"missing SQLite file", map[string]string{}, "database:\n  path: " + missing + "\n",
 			[]string{"copy", "--to", url, "--to-schema", schema}, []string{"database.path", missing}},
 		{"target is the source", map[string]string{EnvDatabaseURL: url}, "database:\n  schema: " + schema + "\n",
