@@ -39,6 +39,12 @@ type Grid struct {
 	Cycle time.Duration
 }
 
+// MaxPositions is the most positions a cycle may hold: one-second slots over
+// a day are 86,400. Ownership is checked and shown position by position, and
+// a cycle of millions (a day of one-millisecond slots) took a minute and
+// gigabytes to check, then an error listing them all.
+const MaxPositions = 100_000
+
 // ErrInvalidGrid is wrapped by every error Validate returns.
 var ErrInvalidGrid = errors.New("invalid slot grid")
 
@@ -57,6 +63,9 @@ func (g Grid) Validate() error {
 		return fmt.Errorf("%w: cycle %s must not be negative", ErrInvalidGrid, g.Cycle)
 	case g.Cycle != 0 && g.Cycle%g.Resolution != 0:
 		return fmt.Errorf("%w: cycle %s is not a multiple of the resolution %s", ErrInvalidGrid, g.Cycle, g.Resolution)
+	case g.Cycle/g.Resolution > MaxPositions:
+		return fmt.Errorf("%w: cycle %s holds %d slots of %s, more than %d positions (a longer resolution or a shorter cycle)",
+			ErrInvalidGrid, g.Cycle, g.Cycle/g.Resolution, g.Resolution, MaxPositions)
 	}
 	return nil
 }

@@ -100,6 +100,10 @@ func TestGridValidate(t *testing.T) {
 		{"negative offset", Grid{Resolution: time.Minute, Offset: -time.Second}, false},
 		{"cycle not a multiple", Grid{Resolution: 7 * time.Minute, Cycle: time.Hour}, false},
 		{"negative cycle", Grid{Resolution: time.Minute, Cycle: -time.Hour}, false},
+		{"a day of one-second slots", Grid{Resolution: time.Second, Cycle: 24 * time.Hour}, true},
+		// 86,400,000 positions took a minute and gigabytes to check.
+		{"a day of one-millisecond slots", Grid{Resolution: time.Millisecond, Cycle: 24 * time.Hour}, false},
+		{"one position too many", Grid{Resolution: time.Millisecond, Cycle: (MaxPositions + 1) * time.Millisecond}, false},
 	}
 	for _, tt := range tests {
 		err := tt.g.Validate()

@@ -82,9 +82,35 @@ func (o Ownership) Validate(n int) error {
 		return errors.New(strings.Join(r.Invalid, "; "))
 	}
 	if len(r.Unowned) > 0 {
-		return fmt.Errorf("%w: position(s) %v of 0..%d are fired by no server, so their jobs would never run", ErrUnowned, r.Unowned, n-1)
+		return fmt.Errorf("%w: position(s) %s of 0..%d are fired by no server, so their jobs would never run", ErrUnowned, positionsText(r.Unowned), n-1)
 	}
 	return nil
+}
+
+// positionsText writes sorted positions for an error: runs of three or more
+// as first-last, at most 20 items, then how many there are in all.
+func positionsText(ps []int) string {
+	const most = 20
+	var items []string
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if len(items) == most {
+			return "[" + strings.Join(items, " ") + fmt.Sprintf(" ...] (%d in all)", len(ps))
+		}
+		switch {
+		case j-i >= 2:
+			items = append(items, fmt.Sprintf("%d-%d", ps[i], ps[j]))
+		case j > i:
+			items = append(items, fmt.Sprint(ps[i]), fmt.Sprint(ps[j]))
+		default:
+			items = append(items, fmt.Sprint(ps[i]))
+		}
+		i = j + 1
+	}
+	return "[" + strings.Join(items, " ") + "]"
 }
 
 // Owns reports whether server fires position p. With an empty map every

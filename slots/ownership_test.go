@@ -46,6 +46,20 @@ func TestOwnershipValidate(t *testing.T) {
 	if !errors.Is(err, ErrUnowned) || !strings.Contains(err.Error(), "[1 3]") {
 		t.Errorf("Validate = %v, want ErrUnowned naming positions [1 3]", err)
 	}
+	// Runs of positions no server fires are written first-last, and a long
+	// list is cut (an error once listed 86 million positions).
+	err = Ownership{"a": {0, 3, 6}}.Validate(100_000)
+	if !errors.Is(err, ErrUnowned) || !strings.Contains(err.Error(), "[1 2 4 5 7-99999]") {
+		t.Errorf("Validate = %v, want ErrUnowned naming positions [1 2 4 5 7-99999]", err)
+	}
+	even := Ownership{}
+	for p := 0; p < 1000; p += 2 {
+		even["a"] = append(even["a"], p)
+	}
+	err = even.Validate(1000)
+	if want := "[1 3 5 7 9 11 13 15 17 19 21 23 25 27 29 31 33 35 37 39 ...] (500 in all)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate = %v, want it naming positions %s", err, want)
+	}
 	if err := (Ownership{"a": {0, 1}, "b": {1, 0}}).Validate(2); err != nil {
 		t.Errorf("overlapping but complete map: Validate = %v, want nil", err)
 	}
