@@ -835,6 +835,12 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			kp := join(path, k.Value)
+			if k.Kind == yaml.ScalarNode && k.Tag == "!!null" {
+				// The decoder drops the entry without a word.
+				errs = append(errs, &ConfigError{File: file, Line: k.Line, Key: path,
+					Err: fmt.Errorf("a key is null (%s): name it, in quotes if the name is %q", orEmpty(k.Value), "null")})
+				continue
+			}
 			if l, ok := lines[kp]; ok {
 				errs = append(errs, &ConfigError{File: file, Line: k.Line, Key: kp, Err: fmt.Errorf("is already set on line %d (keep one)", l)})
 				continue
@@ -859,6 +865,9 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 		if k := t.Kind(); k == reflect.Int || k == reflect.Int32 || k == reflect.Int64 {
 			switch n.Tag {
 			case "!!int":
+				if leadingZeroRE.MatchString(n.Value) {
+					return fail(fmt.Errorf("%s starts with 0, which YAML reads as an octal number: write it without the leading zeros (or 0o... if octal is meant)", n.Value))
+				}
 			case "!!float":
 				return fail(fmt.Errorf("must be a whole number, got %s", n.Value))
 			default:
@@ -873,6 +882,19 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 		}
 		return nil
 	}
+}
+
+// leadingZeroRE matches an integer written with leading zeros, which YAML
+// reads as octal (batch_size: 010 was 8).
+var leadingZeroRE = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+
+// orEmpty returns s, or "nothing" when s is empty, for a message quoting
+// what was written.
+func orEmpty(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
 }
 
 // null checks a null value n of type t at key path. Written out (null, ~) it

@@ -250,6 +250,12 @@ func TestConfigErrors(t *testing.T) {
 		{"bad schema", "database:\n  schema: 'My Schema'\n", []string{":2: database.schema:", "plain identifier"}, nil},
 		{"bad log level", "log: {level: loud}\n", []string{":1: log.level:", `"loud"`}, nil},
 		{"bad log format", "log:\n  format: xml\n", []string{":2: log.format:", `"xml"`, "text or json"}, nil},
+		// Found by a trial of bad input: YAML read 010 as 8 and dropped a
+		// null server name from the map without a word.
+		{"integer with a leading zero", "workers: 3\nbatch_size: 010\n", []string{":2: batch_size: 010 starts with 0", "octal"}, nil},
+		{"null server name", "ownership:\n  static:\n    null: [0, 1, 2, 3]\n", []string{":3: ownership.static: a key is null (null)", `quotes if the name is "null"`}, nil},
+		{"~ server name beside others", "ownership:\n  static:\n    web-1: [0, 1]\n    ~: [2, 3]\n", []string{":4: ownership.static: a key is null (~)"}, nil},
+		{"a day of one-millisecond slots", "slots:\n  resolution: 1ms\n  cycle: 24h\n", []string{":3: slots.cycle:", "more than 100000 positions"}, slots.ErrInvalidGrid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
