@@ -476,6 +476,39 @@ func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestListsRefuseAnEmptyFilter: a filter given empty (`--key "$KEY"` with
+// KEY unset) is refused by every command that filters, as by retry and
+// cancel; jobs list, jobs show, history and deliveries listed everything
+// (found by a trial of bad input), and deliveries retry --sink "" queued
+// every dead delivery again.
+func TestListsRefuseAnEmptyFilter(t *testing.T) {
+	t.Parallel()
+	h := sqliteHarness(t, filepath.Join(t.TempDir(), "prescient.db"), "")
+	h.mustRun("migrate")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"jobs", "list", "--entity", "order", "--key", ""}, "--key is empty: name the key, or leave --key out"},
+		{[]string{"jobs", "list", "--check", ""}, "--check is empty"},
+		{[]string{"jobs", "list", "--slot", ""}, "--slot is empty"},
+		{[]string{"jobs", "show", "order", ""}, "KEY is empty: name the entity key"},
+		{[]string{"jobs", "show", "", "1"}, "ENTITY is empty"},
+		{[]string{"jobs", "show", "order", "1", ""}, "CHECK is empty: name the check, or leave CHECK out"},
+		{[]string{"history", "--entity", "order", "--key", ""}, "--key is empty"},
+		{[]string{"history", "--entity", ""}, "--entity is empty"},
+		{[]string{"history", "--since", ""}, "--since is empty"},
+		{[]string{"deliveries", "--sink", ""}, "--sink is empty"},
+		{[]string{"deliveries", "--state", ""}, "--state is empty"},
+		{[]string{"deliveries", "retry", "--sink", ""}, "--sink is empty: name the sink, or leave --sink out"},
+	} {
+		_, err := h.run(tt.args...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("prescient %q: %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+}
+
 // TestRetryRefusesAnEmptyFilter: `prescient retry --check "$CHECK"` with
 // CHECK unset must not widen to every failed job, as an empty CHECK must not
 // for cancel.

@@ -77,6 +77,9 @@ an error, not a new empty database.`,
   prescient deliveries --limit 100 --after-event 1187 --after-sink ops`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := emptyFilter(cmd, "sink", "state"); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -141,6 +144,10 @@ or delivered are left alone.`,
   prescient deliveries retry --event 1187`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// An empty --sink must not queue every dead delivery again.
+			if err := emptyFilter(cmd, "sink"); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}

@@ -104,6 +104,9 @@ for that reason).
   prescient jobs list --json | jq '.jobs[].key'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := emptyFilter(cmd, "entity", "key", "check", "slot"); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -270,6 +273,15 @@ for what was named. --json prints one JSON document for scripts:
 			o.entity, o.key = args[0], args[1]
 			if len(args) == 3 {
 				o.check = args[2]
+			}
+			// A shell variable not set: never every job of the entity.
+			switch {
+			case o.entity == "":
+				return errors.New("ENTITY is empty: name the entity")
+			case o.key == "":
+				return errors.New("KEY is empty: name the entity key")
+			case len(args) == 3 && o.check == "":
+				return errors.New("CHECK is empty: name the check, or leave CHECK out to show every pending check of the entity key")
 			}
 			if err := o.Validate(); err != nil {
 				return err

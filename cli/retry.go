@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -24,8 +23,6 @@ type retryOpts struct {
 	dryRun             bool
 	json               bool
 
-	// emptied lists the filters given with an empty value.
-	emptied []string
 
 	now    func() time.Time
 	params prescient.RetryParams // set by Validate
@@ -37,11 +34,6 @@ func (o *retryOpts) Validate() error {
 	p := prescient.RetryParams{Entity: o.entity, Key: o.key, Check: o.check, Limit: o.limit, DryRun: o.dryRun}
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
-	}
-	// A filter given empty ("$CHECK" unset) must not widen to every record.
-	if len(o.emptied) > 0 {
-		f := o.emptied[0]
-		return fmt.Errorf("--%s is empty: name the %s, or leave --%s out", f, f, f)
 	}
 	if o.limit < 0 || o.limit > history.LimitMax {
 		return fmt.Errorf("--limit %d must be between 1 and %d (0 means %d)", o.limit, history.LimitMax, history.LimitDefault)
@@ -82,12 +74,10 @@ document: {"retried": [...], "skipped": [...]}.`,
   prescient retry --json | jq '.retried | length'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for name, v := range map[string]string{"entity": o.entity, "key": o.key, "check": o.check, "since": o.since} {
-				if cmd.Flags().Changed(name) && v == "" {
-					o.emptied = append(o.emptied, name)
-				}
+			// A filter given empty must not widen to every record.
+			if err := emptyFilter(cmd, "check", "entity", "key", "since"); err != nil {
+				return err
 			}
-			slices.Sort(o.emptied)
 			if err := o.Validate(); err != nil {
 				return err
 			}

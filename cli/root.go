@@ -133,6 +133,18 @@ PRESCIENT_SERVER override database.url and server.`,
 // ("[CHECK]") optional and last. Otherwise it says what the command expects
 // and what is missing or extra: "resolve: expected ENTITY KEY EVENT, got 2
 // arguments (missing EVENT)", where cobra.ExactArgs would only count them.
+// emptyFilter returns an error naming the first of the filter flags named
+// that was given an empty value (`--check "$CHECK"` with CHECK unset), which
+// would otherwise be read as no filter and widen to everything.
+func emptyFilter(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed && f.Value.String() == "" {
+			return fmt.Errorf("--%s is empty: name the %s, or leave --%s out", n, n, n)
+		}
+	}
+	return nil
+}
+
 func positionalArgs(names ...string) cobra.PositionalArgs {
 	required := 0
 	for _, n := range names {
