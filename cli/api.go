@@ -77,7 +77,7 @@ func (c *Config) validateAPI(bad func(key string, err error)) {
 	if c.API.Listen == "" {
 		return
 	}
-	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
+	if err := checkListen(c.API.Listen); err != nil {
 		bad("api.listen", fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:8081, or :8081 for loopback only): %w", c.API.Listen, err))
 		return
 	}

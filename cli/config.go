@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -494,6 +496,46 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 // yamlLineRE finds the line in a syntax error of the YAML parser.
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
+// checkListen checks a listen address as net.Listen will read it, port
+// included: ":99999" passed the configuration check and failed at run.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// yamlReaderLine returns the line of the first byte yaml.v3's reader refuses,
+// for its errors about them (which give no line), and false for another
+// error.
+func yamlReaderLine(data []byte, msg string) (int, bool) {
+	var bad func(l []byte) bool
+	switch msg {
+	case "control characters are not allowed":
+		bad = func(l []byte) bool {
+			return bytes.ContainsFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\r' })
+		}
+	case "invalid leading UTF-8 octet", "invalid trailing UTF-8 octet", "incomplete UTF-8 octet sequence", "invalid length of a UTF-8 sequence":
+		bad = func(l []byte) bool { return !utf8.Valid(l) }
+	default:
+		return 0, false
+	}
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if bad(l) {
+			return i + 1, true
+		}
+	}
+	return 0, true
+}
+
+// yamlAnchorRE finds the name in yaml.v3's error for an alias to an anchor
+// the file does not define, which gives no line.
+var yamlAnchorRE = regexp.MustCompile(`^unknown anchor '(.+)' referenced$`)
+
 // yamlParserProblems are the problems yaml.v3's parser (not its scanner)
 // reports. For them it gives the line before the one it means: the line of
 // a mark it counts from 0 (the construct the problem is in, such as an
@@ -520,6 +562,20 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 			if yamlParserProblems.MatchString(msg) {
 				line++
 			}
+		} else if m := yamlAnchorRE.FindStringSubmatch(msg); m != nil {
+			// Reported with no line at all: the first use of the name.
+			for i, l := range bytes.Split(data, []byte("\n")) {
+				if bytes.Contains(l, []byte("*"+m[1])) {
+					line = i + 1
+					break
+				}
+			}
+		} else if l, ok := yamlReaderLine(data, msg); ok {
+			line = l
+		} else {
+			// yaml.v3 leaves the line out when its mark, counted from 0,
+			// is 0: the problem is on the first line.
+			line = 1
 		}
 		if lines := bytes.Split(data, []byte("\n")); line > 0 && line <= len(lines) && bytes.ContainsRune(lines[line-1], '\t') {
 			msg += " (the line holds a tab: YAML indents with spaces only)"
@@ -1295,7 +1351,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.HTTP.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		if err := checkListen(c.HTTP.Listen); err != nil {
 			bad("http.listen", fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:9090 or :9090): %w", c.HTTP.Listen, err))
 		}
 	}

@@ -207,6 +207,11 @@ func TestConfigErrors(t *testing.T) {
 		{"section not a mapping", "slots: 15m\n", []string{":1: slots:", "want a mapping of keys (resolution, offset, cycle)"}, nil},
 		{"not a mapping", "- a\n- b\n", []string{"must be a mapping"}, nil},
 		{"invalid YAML", "slots: [\n", []string{"not valid YAML"}, nil},
+		// yaml.v3 gives no line for these (found by a trial of bad input).
+		{"invalid YAML on the first line", "server: a: b\nworkers: 2\n", []string{":1: not valid YAML: mapping values are not allowed"}, nil},
+		{"an alias to no anchor", "workers: 2\nbatch_size: *nope\n", []string{":2: not valid YAML: unknown anchor 'nope'"}, nil},
+		{"a control character", "workers: 2\n\nserver: a\x01b\n", []string{":3: not valid YAML: control characters are not allowed"}, nil},
+		{"not UTF-8", "workers: 2\nserver: a\xffb\n", []string{":2: not valid YAML: invalid leading UTF-8 octet"}, nil},
 		{"unowned position", "slots: {resolution: 15m, cycle: 1h}\nownership:\n  static:\n    a: [0, 1]\n    b: [2]\n",
 			[]string{":3: ownership.static:", "position(s) [3]", "never run"}, slots.ErrUnowned},
 		{"position outside cycle", "ownership:\n  static:\n    a: [0, 1, 2, 3, 4]\n", []string{"ownership.static:", "position 4 is outside 0..3"}, nil},
@@ -250,6 +255,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad schema", "database:\n  schema: 'My Schema'\n", []string{":2: database.schema:", "plain identifier"}, nil},
 		{"bad log level", "log: {level: loud}\n", []string{":1: log.level:", `"loud"`}, nil},
 		{"bad log format", "log:\n  format: xml\n", []string{":2: log.format:", `"xml"`, "text or json"}, nil},
+		{"listen port out of range", "http:\n  listen: ':99999'\n", []string{":2: http.listen:", `port "99999": want a number from 0 to 65535`}, nil},
 		// Found by a trial of bad input: YAML read 010 as 8 and dropped a
 		// null server name from the map without a word.
 		{"integer with a leading zero", "workers: 3\nbatch_size: 010\n", []string{":2: batch_size: 010 starts with 0", "octal"}, nil},
@@ -733,6 +739,32 @@ func TestConfigErrorsHideCredentials(t *testing.T) {
 		_, err := loadConfig(path, noEnv)
 		if err == nil || !strings.HasPrefix(err.Error(), path+tt.want) {
 			t.Errorf("load\n%s:\n got %v\nwant %s...", tt.body, err, path+tt.want)
+		}
+	}
+}
+
+// TestDatabasePathThatIsNoSQLiteFile: a directory, or a file of another
+// kind, at database.path is refused at the key's line, saying what it is
+// (found by a trial of bad input: "not writable by this process", and the
+// driver's "file is not a database (26)", with no line).
+func TestDatabasePathThatIsNoSQLiteFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	other := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(other, []byte("not a database, but long enough to have a header of a kind\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{dir, "is a directory, not a SQLite database file: name a file (such as " + filepath.Join(dir, "prescient.db") + ")"},
+		{other, "not a SQLite database file: a file of another kind, or damaged"},
+	} {
+		for _, cmd := range [][]string{{"jobs", "list"}, {"schedule", "order", "1", "order_unshipped", "--in", "1h"}} {
+			h := &harness{t: t, env: map[string]string{}}
+			h.config = writeConfig(t, "workers: 2\ndatabase:\n  path: "+tt.path+"\n")
+			_, err := h.run(cmd...)
+			if err == nil || !strings.Contains(err.Error(), ":3: database.path: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("database.path %s, %q: %v, want an error at line 3 containing %q", tt.path, cmd, err, tt.want)
+			}
 		}
 	}
 }

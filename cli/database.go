@@ -211,6 +211,15 @@ func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *s
 // refuses a schema behind this binary's); a command that only reads, or
 // acts on jobs that exist (existing), refuses a file that does not exist
 // instead.
+// pathError is err about the SQLite file database.path names, at the line
+// of the key when the file sets it.
+func (c *Config) pathError(err error) error {
+	if l := c.Line("database.path"); l > 0 {
+		return &ConfigError{File: c.file, Line: l, Key: "database.path", Err: err}
+	}
+	return fmt.Errorf("database.path: %w", err)
+}
+
 func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
 		if _, err := os.Stat(cfg.Database.Path); (readOnly || existing) && errors.Is(err, fs.ErrNotExist) {
@@ -224,14 +233,14 @@ func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (presc
 		// group of checks holds (SQLite runs checks one group at a time).
 		st, err := sqlite.Open(ctx, cfg.Database.Path, &sqlite.Opts{BusyTimeout: cfg.busyTimeout()})
 		if err != nil {
-			return nil, fmt.Errorf("database.path: %w", err)
+			return nil, cfg.pathError(err)
 		}
 		if readOnly {
 			return st, nil
 		}
 		if err := st.Migrate(ctx); err != nil {
 			st.Close()
-			return nil, fmt.Errorf("database.path: %s: %w", cfg.Database.Path, err)
+			return nil, cfg.pathError(fmt.Errorf("%s: %w", cfg.Database.Path, err))
 		}
 		return st, nil
 	}

@@ -573,8 +573,13 @@ func TestRunSaysWhatWaitingMayNotFix(t *testing.T) {
 	// create tables in a new database's public schema, which --migrate needs.
 	unprivileged := pgtest.Role(t, pgtest.Database(t, ""))
 
-	// A SQLite path no one can write: a directory.
+	// A SQLite path that is a directory, and one no one can write (root
+	// included): a file where its directory should be.
 	sqliteDir := t.TempDir()
+	aFile := filepath.Join(t.TempDir(), "plain")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name, url, database string
@@ -583,7 +588,8 @@ func TestRunSaysWhatWaitingMayNotFix(t *testing.T) {
 		{"missing database", missingDB.String(), "", []string{`database "prescient_no_such_database" does not exist`, "the database does not exist"}},
 		{"missing role", missingRole.String(), "", []string{`prescient_no_such_role`, "SQLSTATE 28000", "the server refuses this role"}},
 		{"no privilege", unprivileged, "", []string{"permission denied", "the role lacks a privilege"}},
-		{"unwritable SQLite file", "", "  path: " + sqliteDir + "\n", []string{"database.path", sqliteDir, "not writable", "is a directory"}},
+		{"SQLite path that is a directory", "", "  path: " + sqliteDir + "\n", []string{"database.path", sqliteDir, "is a directory, not a SQLite database file", "names no SQLite database file"}},
+		{"unwritable SQLite file", "", "  path: " + filepath.Join(aFile, "x.db") + "\n", []string{"database.path", aFile, "not writable", "not a directory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

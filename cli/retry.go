@@ -23,7 +23,6 @@ type retryOpts struct {
 	dryRun             bool
 	json               bool
 
-
 	now    func() time.Time
 	params prescient.RetryParams // set by Validate
 	after  time.Duration         // from --in, set by Validate

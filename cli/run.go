@@ -284,6 +284,9 @@ func refusedAsConfigured(err error) (string, bool) {
 	if errors.Is(err, sqlite.ErrNotWritable) {
 		return "the SQLite file (database.path) or its directory is not writable by this process", true
 	}
+	if errors.Is(err, sqlite.ErrNotAFile) {
+		return "database.path names no SQLite database file (a directory, or a file of another kind)", true
+	}
 	var code string
 	var pe *pgconn.PgError
 	var se *postgres.ServerError

@@ -15,6 +15,9 @@ import (
 // a database this process may only read.
 const sqliteReadOnly = 8
 
+// sqliteNotADB is SQLITE_NOTADB: the file is not a SQLite database.
+const sqliteNotADB = 26
+
 // interpretError translates an error from database/sql or the driver into the
 // domain's terms at the store's boundary: no rows is driver.ErrNotFound,
 // and an SQLite error keeps its message and result code but not its driver
@@ -34,6 +37,9 @@ func interpretError(err error) error {
 		}
 		if se.Code()&0xff == sqliteReadOnly {
 			return fmt.Errorf("sqlite: %s: %w", se.Error(), ErrNotWritable)
+		}
+		if se.Code()&0xff == sqliteNotADB {
+			return fmt.Errorf("%w: a file of another kind, or damaged (sqlite: %s)", ErrNotAFile, se.Error())
 		}
 		return fmt.Errorf("sqlite: %s", se.Error())
 	}

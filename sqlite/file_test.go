@@ -362,18 +362,27 @@ func TestOpenSaysWhatCannotBeWritten(t *testing.T) {
 	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ path, want string }{
-		{dir, "is a directory"},
-		{filepath.Join(aFile, "x.db"), "not a directory"},
+	for _, tc := range []struct {
+		path, want string
+		is         error
+	}{
+		{dir, "is a directory, not a SQLite database file: name a file (such as " + filepath.Join(dir, "prescient.db") + ")", sqlite.ErrNotAFile},
+		{filepath.Join(aFile, "x.db"), "not a directory", sqlite.ErrNotWritable},
+		{aFile + "-text", "not a SQLite database file: a file of another kind, or damaged", sqlite.ErrNotAFile},
 	} {
+		if strings.HasSuffix(tc.path, "-text") {
+			if err := os.WriteFile(tc.path, []byte("a text file, long enough to hold what a SQLite header would\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		s, err := sqlite.Open(t.Context(), tc.path, nil)
 		if err == nil {
 			s.Close()
 			t.Errorf("open %s: no error", tc.path)
 			continue
 		}
-		if !errors.Is(err, sqlite.ErrNotWritable) || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("open %s: %v; want ErrNotWritable naming the path and %q", tc.path, err, tc.want)
+		if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("open %s: %v; want %v naming the path and %q", tc.path, err, tc.is, tc.want)
 		}
 	}
 	// A writable directory keeps no probe file behind.

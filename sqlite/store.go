@@ -100,6 +100,9 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	if busy == 0 {
 		busy = BusyTimeoutDefault
 	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("open sqlite %s: is a directory, %w: name a file (such as %s)", path, ErrNotAFile, filepath.Join(path, "prescient.db"))
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w: %w", path, ErrNotWritable, err)
 	}
@@ -138,6 +141,10 @@ func Open(ctx context.Context, path string, opts *Opts) (*Store, error) {
 	}
 	return &Store{db: db, path: path, busy: busy, wlock: make(chan struct{}, 1), queue: newQueue(path)}, nil
 }
+
+// ErrNotAFile is the error Open returns (wrapped, with the path) for a path
+// that names a directory, or a file that is not a SQLite database.
+var ErrNotAFile = errors.New("not a SQLite database file")
 
 // ErrNotWritable is the error Open and Migrate return (wrapped, with the
 // path and the operating system's reason) when SQLite fails and this
