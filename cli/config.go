@@ -1204,8 +1204,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, e)
 	}
 	// The zero values the engine would silently default are refused first:
-	// a file that says workers: 0 means something, and it is not "10". So is
-	// a -1 the engine would read as -1ns.
+	// a file that says workers: 0 means something, and it is not "10"
+	// (negative counts too, in the file's words). So is a -1 the engine
+	// would read as -1ns.
 	ints := []struct {
 		key  string
 		v    int
@@ -1219,8 +1220,8 @@ func (c *Config) Validate() error {
 		{"group_size", c.GroupSize, "at least 1 (1 runs each check in a transaction of its own)"},
 	}
 	for _, k := range ints {
-		if k.v == 0 {
-			bad(k.key, fmt.Errorf("must be %s, got 0", k.want))
+		if k.v == 0 || (k.v < 0 && !(k.v == -1 && k.key == "guards.max_checks")) {
+			bad(k.key, fmt.Errorf("must be %s, got %d", k.want, k.v))
 		}
 	}
 	// So is an empty string: sweep.schedule: "" written to turn the

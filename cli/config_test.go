@@ -247,6 +247,8 @@ func TestConfigErrors(t *testing.T) {
 		{"empty sweep mode", "sweep:\n  mode: ''\n", []string{":2: sweep.mode: must be run or reslot, got an empty value"}, nil},
 		{"bad retention", "history:\n  retention: -5h\n", []string{":2: history.retention:", "-1 to keep forever"}, nil},
 		{"zero workers", "workers: 0\n", []string{":1: workers: must be at least 1"}, nil},
+		{"negative workers", "workers: -3\n", []string{":1: workers: must be at least 1, got -3"}, nil},
+		{"negative max_failures", "retry:\n  max_failures: -2\n", []string{":2: retry.max_failures: must be at least 1, got -2"}, nil},
 		{"zero batch size", "batch_size: 0\n", []string{":1: batch_size: must be at least 1"}, nil},
 		{"zero group size", "group_size: 0\n", []string{":1: group_size: must be at least 1"}, nil},
 		{"group size over PostgreSQL's cap", "database:\n  url: postgres://app@db/app\ngroup_size: 65\n", []string{":3: group_size: 65 exceeds PostgreSQL's 64"}, nil},
