@@ -73,8 +73,19 @@ func within0(ctx context.Context, limit time.Duration, f func(context.Context) e
 	return err
 }
 
-func (d *boundedDriver) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := within(ctx, d.waitLimit(), d.Driver.Begin)
+// Begin also bounds how long the transaction may wait for its next
+// statement, unless p says: a healthy one waits no longer than a check's
+// runtime guard (a check runs between two statements), and no group runs
+// for more than its GroupDuration and a check's guard. A server that stops
+// (frozen, its host suspended) between two statements, its connections
+// left open, then loses its transactions, and the jobs they claimed can be
+// swept by the servers that took its positions over; without it they
+// stayed locked for as long as it stayed stopped.
+func (d *boundedDriver) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
+	if p == nil {
+		p = &driver.BeginParams{IdleTimeout: d.waitLimit()}
+	}
+	tx, err := within(ctx, d.waitLimit(), func(ctx context.Context) (driver.Tx, error) { return d.Driver.Begin(ctx, p) })
 	if err != nil {
 		return nil, err
 	}

@@ -162,7 +162,7 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			c.endAttempt(hard, attempt, dropAttempt)
 		}
 	}()
-	tx, err := c.drv.Begin(hard)
+	tx, err := c.drv.Begin(hard, nil)
 	if err != nil {
 		dropAttempt = true
 		claimed()
@@ -323,7 +323,7 @@ func (c *Client) narrowAttempt(ctx context.Context, attempt int64, ids []int64) 
 // abandonTx ends the condemned jobs ids of g still due in slot as failed,
 // without running their checks, and settles their attempts.
 func (c *Client) abandonTx(hard context.Context, slot time.Time, g *group, ids []int64) (*SlotRecord, []int64, error) {
-	tx, err := c.drv.Begin(hard)
+	tx, err := c.drv.Begin(hard, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -670,7 +670,7 @@ func (c *Client) reapply(ctx context.Context, slot time.Time, held []ran) ([]dri
 }
 
 func (c *Client) applyAfresh(ctx context.Context, slot time.Time, held []ran, wait time.Duration) ([]driver.Decision, error) {
-	tx, err := c.drv.Begin(ctx)
+	tx, err := c.drv.Begin(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,9 @@ type countingDriver struct {
 	begins, claims, applies, commits, statements, dues atomic.Int64
 }
 
-func (d *countingDriver) Begin(ctx context.Context) (driver.Tx, error) {
+func (d *countingDriver) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
 	d.begins.Add(1)
-	tx, err := d.Driver.Begin(ctx)
+	tx, err := d.Driver.Begin(ctx, p)
 	if err != nil {
 		return nil, err
 	}

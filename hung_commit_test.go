@@ -34,8 +34,8 @@ type hungFreezeAtCommit struct {
 	freeze func()
 }
 
-func (d hungFreezeAtCommit) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.Driver.Begin(ctx)
+func (d hungFreezeAtCommit) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
+	tx, err := d.Driver.Begin(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -185,11 +185,11 @@ type failBegin struct {
 	n, nth int64
 }
 
-func (d *failBegin) Begin(ctx context.Context) (driver.Tx, error) {
+func (d *failBegin) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
 	if atomic.AddInt64(&d.n, 1) == d.nth {
 		return nil, errors.New("injected: connection refused")
 	}
-	return d.Driver.Begin(ctx)
+	return d.Driver.Begin(ctx, p)
 }
 
 // An optimistic group whose check fails runs again with savepoints; when

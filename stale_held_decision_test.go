@@ -22,8 +22,8 @@ type staleClaimHook struct {
 	hook   func()
 }
 
-func (d *staleClaimHook) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.Driver.Begin(ctx)
+func (d *staleClaimHook) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
+	tx, err := d.Driver.Begin(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -24,8 +24,8 @@ type applyFailsOnce struct {
 	hook   func()
 }
 
-func (d *applyFailsOnce) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := d.Driver.Begin(ctx)
+func (d *applyFailsOnce) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
+	tx, err := d.Driver.Begin(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -224,7 +224,7 @@ func sqliteWithPendingDelivery(t *testing.T, path, entity, key, check, sink stri
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := st.Driver().Begin(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ func TestSlotFiredWakesTheWorkers(t *testing.T) {
 
 	// An event due a minute later: the first look did not see it, and the
 	// next poll is an hour away.
-	tx, err := st.Begin(context.Background())
+	tx, err := st.Begin(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestWebhookSecretTrimmed(t *testing.T) {
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Begin(context.Background())
+	tx, err := st.Begin(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, drv driver.Driver)) {
 func record(t *testing.T, drv driver.Driver, key, stage string, now time.Time, sinks ...string) string {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := drv.Begin(ctx)
+	tx, err := drv.Begin(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

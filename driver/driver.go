@@ -43,7 +43,8 @@ type Driver interface {
 
 	// Begin starts a processing transaction (see Tx). It may wait for a
 	// connection, or for the store's write lock, for as long as ctx lasts.
-	Begin(ctx context.Context) (Tx, error)
+	// p may be nil.
+	Begin(ctx context.Context, p *BeginParams) (Tx, error)
 
 	// GridSave records the slot grid in the database, so that the SQL
 	// functions round exactly as the engine does.

@@ -174,6 +174,18 @@ type JobStatsParams struct {
 	Upcoming int
 }
 
+// BeginParams are the settings of a processing transaction.
+type BeginParams struct {
+	// IdleTimeout, when positive, is how long the database lets the
+	// transaction wait for its next statement before it ends the session
+	// and releases its locks: a process that stops (frozen, its host
+	// suspended) without its connections closing would otherwise hold the
+	// jobs it claimed until it resumes. SQLite ignores it: a process
+	// stopped there holds the file's write lock, which no setting of the
+	// database takes back.
+	IdleTimeout time.Duration
+}
+
 // ClaimParams says which jobs a processing transaction claims.
 type ClaimParams struct {
 	IDs  []int64

@@ -17,7 +17,7 @@ import (
 // remains so that code written against the earlier store API, such as the
 // peer benchmark's flat command, still builds and measures the same claim.
 func (s *Store) JobsProcess(ctx context.Context, p *prescient.JobsProcessParams, fn prescient.ProcessFunc) (int, error) {
-	tx, err := s.Begin(ctx)
+	tx, err := s.Begin(ctx, nil)
 	if err != nil {
 		return 0, err
 	}

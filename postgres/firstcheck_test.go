@@ -19,7 +19,7 @@ func runJob(t *testing.T, s *postgres.Store, key string, slot time.Time, d drive
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
 	}
-	tx, err := s.Begin(ctx)
+	tx, err := s.Begin(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

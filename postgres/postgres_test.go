@@ -446,7 +446,7 @@ func TestReslotSkipsJobsBeingProcessed(t *testing.T) {
 // begin starts a processing transaction, rolled back when the test ends.
 func begin(t *testing.T, s *postgres.Store) driver.Tx {
 	t.Helper()
-	tx, err := s.Begin(t.Context())
+	tx, err := s.Begin(t.Context(), nil)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}

@@ -57,8 +57,20 @@ var _ driver.Tx = (*procTx)(nil)
 
 // Begin starts a processing transaction on a pool connection, waiting for
 // one as long as ctx lasts.
-func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
-	tx, err := s.pool.Begin(ctx)
+//
+// p.IdleTimeout is set for the transaction alone (SET LOCAL, sent with the
+// BEGIN in one round trip): PostgreSQL then ends the session of a process
+// that stopped between two statements, and the jobs it claimed can be
+// taken once the server has been found gone (a frozen server held 1,000
+// claimed jobs for as long as it stayed frozen; found by a trial).
+func (s *Store) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, error) {
+	var opts pgx.TxOptions
+	if p != nil && p.IdleTimeout > 0 {
+		// pgx sends a statement without arguments by the simple protocol,
+		// which takes both at once.
+		opts.BeginQuery = fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", max(p.IdleTimeout.Milliseconds(), 1))
+	}
+	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", interpretError(ctx, err))
 	}

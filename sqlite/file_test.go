@@ -45,7 +45,7 @@ func scheduleN(t *testing.T, s *sqlite.Store, n int) []int64 {
 // processJobs claims ids in slot1 on s, has fn run the checks and decide
 // each claimed job, applies the decisions and commits.
 func processJobs(ctx context.Context, s *sqlite.Store, ids []int64, server string, fn func(tx driver.Tx, jobs []*checks.Job) []driver.Decision) error {
-	tx, err := s.Begin(ctx)
+	tx, err := s.Begin(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func TestTxRolledBackUnderChecks(t *testing.T) {
 	}
 	ids := scheduleN(t, s, 1)
 	ctx := t.Context()
-	tx, err := s.Begin(ctx)
+	tx, err := s.Begin(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ var _ driver.Tx = (*procTx)(nil)
 // its shutdown; a processor in another process waits up to the busy
 // timeout), and begins an IMMEDIATE transaction on a connection whose
 // rollback hook tells when SQLite rolls it back.
-func (s *Store) Begin(ctx context.Context) (driver.Tx, error) {
+func (s *Store) Begin(ctx context.Context, _ *driver.BeginParams) (driver.Tx, error) {
 	unlock, err := s.lockWrite(ctx, 0)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)

@@ -196,7 +196,7 @@ func TestOverviewListsDeliveries(t *testing.T) {
 			f := newFixture(t, st.open(t))
 			ctx := context.Background()
 			now := f.client.Config().Now()
-			tx, err := f.drv.Begin(ctx)
+			tx, err := f.drv.Begin(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,7 @@ import (
 // transaction is rolled back when the test ends if nothing ended it.
 func beginProcess(t *testing.T, h *Harness) driver.Tx {
 	t.Helper()
-	tx, err := h.Store.Begin(t.Context())
+	tx, err := h.Store.Begin(t.Context(), nil)
 	if err != nil {
 		t.Fatalf("begin: %v", err)
 	}
@@ -590,7 +590,7 @@ func testProcessConcurrentClaimers(t *testing.T, h *Harness) {
 // ids in slot 1, reports what it got, finishes the even ids and moves the odd
 // ones to slot 5.
 func claimAndDecide(ctx context.Context, h *Harness, ids []int64, server string, got func([]*checks.Job)) error {
-	tx, err := h.Store.Begin(ctx)
+	tx, err := h.Store.Begin(ctx, nil)
 	if err != nil {
 		return err
 	}

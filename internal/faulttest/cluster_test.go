@@ -88,6 +88,8 @@ type clusterOpts struct {
 	auto          bool
 	grace         time.Duration
 	sweepInterval time.Duration
+	// runtime is guards.runtime, when set.
+	runtime time.Duration
 }
 
 func newCluster(t *testing.T, url, schema string, o clusterOpts) *cluster {
@@ -142,6 +144,9 @@ log:
 http:
   listen: "${FAULT_HTTP_LISTEN}"
 `, schema, o.auto, o.sweepInterval, o.grace)
+	if o.runtime > 0 {
+		cfg += fmt.Sprintf("guards:\n  runtime: %s\n", o.runtime)
+	}
 	c.config = filepath.Join(c.dir, "prescient.yaml")
 	if err := os.WriteFile(c.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,69 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prescient-dev/prescient/driver"
+	"github.com/prescient-dev/prescient/internal/pgtest"
+	"github.com/prescient-dev/prescient/postgres"
+)
+
+// TestBeginIdleTimeout: a processing transaction begun with an IdleTimeout
+// that then waits longer for its next statement (its process stopped) is
+// ended by PostgreSQL, its locks released for others; one begun without
+// keeps them, and a setting of one transaction does not outlive it on the
+// pool's connection.
+func TestBeginIdleTimeout(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	open := func() *postgres.Store {
+		s, err := postgres.Open(context.Background(), url, &postgres.Opts{Schema: schema, MaxConns: 1})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	s, other := open(), open() // this server's pool, another server's
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ids := scheduleAt(t, s, slotAt, "1")
+	holds := func(p *driver.BeginParams) (driver.Tx, bool) {
+		tx, err := s.Begin(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // before the pool closes
+		if jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt}); err != nil || len(jobs) != 1 {
+			t.Fatalf("claim: %v, %v", jobs, err)
+		}
+		time.Sleep(600 * time.Millisecond) // the process stopped
+		// Another server's claim, on a connection of its own.
+		var free int
+		if err := other.Pool().QueryRow(ctx,
+			"SELECT count(*) FROM (SELECT id FROM prescient_jobs WHERE id = $1 FOR UPDATE SKIP LOCKED) f", ids[0]).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		return tx, free == 0
+	}
+	tx, held := holds(&driver.BeginParams{IdleTimeout: 200 * time.Millisecond})
+	if held {
+		t.Fatal("the job stayed locked after the transaction waited past its IdleTimeout")
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("the transaction ended by its IdleTimeout ran a statement")
+	}
+	_ = tx.Rollback(context.Background())
+	tx, held = holds(nil)
+	if !held {
+		t.Fatal("without an IdleTimeout, the job was released (the setting outlived its transaction on the pool's connection?)")
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("a transaction begun without IdleTimeout: %v", err)
+	}
+	_ = tx.Rollback(context.Background())
+}
