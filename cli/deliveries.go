@@ -167,6 +167,17 @@ or delivered are left alone.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: no delivery was ever made to a sink named %q (the configuration's sinks: %s): is the name right?\n", o.sink, sinksText(s.cfg))
 				}
 			}
+			if n == 0 && o.event > 0 {
+				// And an event with no delivery, most likely a mistyped id.
+				ds, err := s.client.Deliveries(cmd.Context(), &prescient.DeliveriesParams{Sink: o.sink, BeforeEventID: o.event + 1, Limit: 1})
+				if err == nil && (len(ds) == 0 || ds[0].Event.ID != o.event) {
+					to := ""
+					if o.sink != "" {
+						to = fmt.Sprintf(" to the sink %q", o.sink)
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: event %d has no delivery%s (deliveries lists the events' ids): is the id right?\n", o.event, to)
+				}
+			}
 			if o.json {
 				return writeJSON(cmd.OutOrStdout(), map[string]int{"queued": n})
 			}

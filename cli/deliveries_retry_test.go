@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -114,6 +115,29 @@ sinks:
 		!strings.Contains(stderr.String(), `note: no delivery was ever made to a sink named "hoook" (the configuration's sinks: hook)`) {
 		t.Errorf("retry of a sink never delivered to: %v, stdout %q, stderr %q; want 0 queued and a note naming the configured sinks", err, stdout.String(), stderr.String())
 	}
+	// So is an event that has no delivery (found by a trial of deliveries),
+	// and the event's id, as deliveries lists it, is no such note.
+	event := hookDelivery().Event.ID
+	retryEvent := func(event int64, sink string) string {
+		t.Helper()
+		var stderr strings.Builder
+		root := NewRootCommand(&Opts{Checks: reg, Out: io.Discard, Err: &stderr, lookupEnv: envOf(map[string]string{"HOOK_SECRET": "s"})})
+		args := []string{"--config", config, "deliveries", "retry", "--event", fmt.Sprint(event)}
+		if sink != "" {
+			args = append(args, "--sink", sink)
+		}
+		root.SetArgs(args)
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return stderr.String()
+	}
+	if got := retryEvent(event+1000, ""); !strings.Contains(got, fmt.Sprintf("note: event %d has no delivery (deliveries lists the events' ids): is the id right?", event+1000)) {
+		t.Errorf("retry of an event that has no delivery: stderr %q, want a note", got)
+	}
+	if got := retryEvent(event, "other"); !strings.Contains(got, fmt.Sprintf(`note: event %d has no delivery to the sink "other"`, event)) {
+		t.Errorf("retry of an event to a sink it has no delivery to: stderr %q, want a note", got)
+	}
 	if err := cmd(context.Background(), io.Discard, "deliveries", "retry", "--event", "-1"); err == nil || !strings.Contains(err.Error(), "--event") {
 		t.Errorf("deliveries retry --event -1: %v, want an error naming the flag", err)
 	}
@@ -124,6 +148,9 @@ sinks:
 	}
 	if d := serveUntil(prescient.DeliveryDelivered); d.Attempts != 1 || got.Load() != 1 {
 		t.Fatalf("delivered %+v after %d request(s) to the fixed receiver, want one attempt, one request", d, got.Load())
+	}
+	if got := retryEvent(event, "hook"); strings.Contains(got, "note:") {
+		t.Errorf("retry of an event delivered: stderr %q, want no note (it has a delivery, not dead)", got)
 	}
 	var n map[string]int
 	if err := json.Unmarshal([]byte(mustRun("deliveries", "retry", "--json")), &n); err != nil || n["queued"] != 0 {
