@@ -501,6 +501,10 @@ func TestListsRefuseAnEmptyFilter(t *testing.T) {
 		{[]string{"deliveries", "--sink", ""}, "--sink is empty"},
 		{[]string{"deliveries", "--state", ""}, "--state is empty"},
 		{[]string{"deliveries", "retry", "--sink", ""}, "--sink is empty: name the sink, or leave --sink out"},
+		// Found by a review: a list flag's empty value, and retire's
+		// --entity, which retired the check for every entity.
+		{[]string{"history", "--outcome", ""}, "--outcome is empty"},
+		{[]string{"checks", "retire", "order_unshipped", "--entity", ""}, "--entity is empty"},
 	} {
 		_, err := h.run(tt.args...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -516,9 +515,7 @@ func yamlReaderLine(data []byte, msg string) (int, bool) {
 	var bad func(l []byte) bool
 	switch msg {
 	case "control characters are not allowed":
-		bad = func(l []byte) bool {
-			return bytes.ContainsFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\r' })
-		}
+		bad = func(l []byte) bool { return bytes.ContainsFunc(l, yamlUnprintable) }
 	case "invalid leading UTF-8 octet", "invalid trailing UTF-8 octet", "incomplete UTF-8 octet sequence", "invalid length of a UTF-8 sequence":
 		bad = func(l []byte) bool { return !utf8.Valid(l) }
 	default:
@@ -531,6 +528,23 @@ func yamlReaderLine(data []byte, msg string) (int, bool) {
 	}
 	return 0, true
 }
+
+// yamlUnprintable reports whether YAML refuses r in a document: the C0 and
+// C1 controls but tab, line feed, carriage return and NEL (U+0085), DEL,
+// and U+FFFE and U+FFFF.
+func yamlUnprintable(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		return false
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f, r == 0xfffe, r == 0xffff:
+		return true
+	}
+	return false
+}
+
+// yamlCommentRE finds where a comment starts on a line: a # at its start or
+// after white space.
+var yamlCommentRE = regexp.MustCompile(`(^|\s)#`)
 
 // yamlAnchorRE finds the name in yaml.v3's error for an alias to an anchor
 // the file does not define, which gives no line.
@@ -563,9 +577,14 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 				line++
 			}
 		} else if m := yamlAnchorRE.FindStringSubmatch(msg); m != nil {
-			// Reported with no line at all: the first use of the name.
+			// Reported with no line at all: the first use of the name, as
+			// an alias (not a longer name, nor in a comment).
+			alias := regexp.MustCompile(`(^|[\s\[{,:-])\*` + regexp.QuoteMeta(m[1]) + `($|[\s,\]}])`)
 			for i, l := range bytes.Split(data, []byte("\n")) {
-				if bytes.Contains(l, []byte("*"+m[1])) {
+				if c := yamlCommentRE.FindIndex(l); c != nil {
+					l = l[:c[0]]
+				}
+				if alias.Match(l) {
 					line = i + 1
 					break
 				}
@@ -919,11 +938,13 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 			return fail(fmt.Errorf("want a single %s value, got a %s", t.Kind(), kindName(n.Kind)))
 		}
 		if k := t.Kind(); k == reflect.Int || k == reflect.Int32 || k == reflect.Int64 {
+			switch {
+			case (n.Tag == "!!int" || n.Tag == "!!float") && leadingZeroRE.MatchString(n.Value):
+				// YAML reads 010 as octal 8, and 09 as a float.
+				return fail(fmt.Errorf("%s starts with 0, which YAML reads as an octal number: write it without the leading zeros (or 0o... if octal is meant)", n.Value))
+			}
 			switch n.Tag {
 			case "!!int":
-				if leadingZeroRE.MatchString(n.Value) {
-					return fail(fmt.Errorf("%s starts with 0, which YAML reads as an octal number: write it without the leading zeros (or 0o... if octal is meant)", n.Value))
-				}
 			case "!!float":
 				return fail(fmt.Errorf("must be a whole number, got %s", n.Value))
 			default:

@@ -212,6 +212,12 @@ func TestConfigErrors(t *testing.T) {
 		{"an alias to no anchor", "workers: 2\nbatch_size: *nope\n", []string{":2: not valid YAML: unknown anchor 'nope'"}, nil},
 		{"a control character", "workers: 2\n\nserver: a\x01b\n", []string{":3: not valid YAML: control characters are not allowed"}, nil},
 		{"not UTF-8", "workers: 2\nserver: a\xffb\n", []string{":2: not valid YAML: invalid leading UTF-8 octet"}, nil},
+		// Found by a review: a longer alias or a comment naming the
+		// missing one, and a NEL (which YAML allows) before the control
+		// character, were taken for the line.
+		{"an alias to no anchor after a longer one", "# uses *db\nworkers: &db_url 2\nbatch_size: *db_url\ngroup_size: *db\n", []string{":4: not valid YAML: unknown anchor 'db'"}, nil},
+		{"a control character after a NEL", "workers: 2\nserver: \"a\u0085b\"\n\nlog: {level: \"a\x01\"}\n", []string{":4: not valid YAML: control characters are not allowed"}, nil},
+		{"an integer with a leading zero and a 9", "batch_size: 09\n", []string{":1: batch_size: 09 starts with 0"}, nil},
 		{"unowned position", "slots: {resolution: 15m, cycle: 1h}\nownership:\n  static:\n    a: [0, 1]\n    b: [2]\n",
 			[]string{":3: ownership.static:", "position(s) [3]", "never run"}, slots.ErrUnowned},
 		{"position outside cycle", "ownership:\n  static:\n    a: [0, 1, 2, 3, 4]\n", []string{"ownership.static:", "position 4 is outside 0..3"}, nil},

@@ -201,6 +201,15 @@ func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *s
 	return c, err
 }
 
+// pathError is err about the SQLite file database.path names, at the line
+// of the key when the file sets it.
+func (c *Config) pathError(err error) error {
+	if l := c.Line("database.path"); l > 0 {
+		return &ConfigError{File: c.file, Line: l, Key: "database.path", Err: err}
+	}
+	return fmt.Errorf("database.path: %w", err)
+}
+
 // openStore opens the store the configuration names; it is the one place
 // that decides which store backs the command line. With database.url (or
 // PRESCIENT_DATABASE_URL) set it is PostgreSQL, migrated by `prescient
@@ -211,15 +220,6 @@ func (e *env) buildClient(st prescient.Store, cfg *Config, recorded bool, log *s
 // refuses a schema behind this binary's); a command that only reads, or
 // acts on jobs that exist (existing), refuses a file that does not exist
 // instead.
-// pathError is err about the SQLite file database.path names, at the line
-// of the key when the file sets it.
-func (c *Config) pathError(err error) error {
-	if l := c.Line("database.path"); l > 0 {
-		return &ConfigError{File: c.file, Line: l, Key: "database.path", Err: err}
-	}
-	return fmt.Errorf("database.path: %w", err)
-}
-
 func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (prescient.Store, error) {
 	if cfg.Database.URL == "" {
 		if _, err := os.Stat(cfg.Database.Path); (readOnly || existing) && errors.Is(err, fs.ErrNotExist) {

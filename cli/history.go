@@ -116,7 +116,7 @@ error, not a new empty database.`,
   prescient history --limit 1000 --json | jq '.[].key'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := emptyFilter(cmd, "entity", "key", "check", "since", "until"); err != nil {
+			if err := emptyFilter(cmd, "entity", "key", "check", "outcome", "since", "until"); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {

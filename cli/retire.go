@@ -57,6 +57,10 @@ nothing and says so.
 		Args: positionalArgs("CHECK"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.check = args[0]
+			// An empty --entity must not retire the check for every entity.
+			if err := emptyFilter(cmd, "entity"); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}

@@ -129,22 +129,23 @@ PRESCIENT_SERVER override database.url and server.`,
 	return root
 }
 
-// positionalArgs accepts the arguments named by names, those in brackets
-// ("[CHECK]") optional and last. Otherwise it says what the command expects
-// and what is missing or extra: "resolve: expected ENTITY KEY EVENT, got 2
-// arguments (missing EVENT)", where cobra.ExactArgs would only count them.
 // emptyFilter returns an error naming the first of the filter flags named
 // that was given an empty value (`--check "$CHECK"` with CHECK unset), which
 // would otherwise be read as no filter and widen to everything.
 func emptyFilter(cmd *cobra.Command, names ...string) error {
 	for _, n := range names {
-		if f := cmd.Flags().Lookup(n); f != nil && f.Changed && f.Value.String() == "" {
+		// A list flag given "" is an empty list, printed [].
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed && (f.Value.String() == "" || f.Value.String() == "[]") {
 			return fmt.Errorf("--%s is empty: name the %s, or leave --%s out", n, n, n)
 		}
 	}
 	return nil
 }
 
+// positionalArgs accepts the arguments named by names, those in brackets
+// ("[CHECK]") optional and last. Otherwise it says what the command expects
+// and what is missing or extra: "resolve: expected ENTITY KEY EVENT, got 2
+// arguments (missing EVENT)", where cobra.ExactArgs would only count them.
 func positionalArgs(names ...string) cobra.PositionalArgs {
 	required := 0
 	for _, n := range names {

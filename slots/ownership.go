@@ -97,7 +97,7 @@ func positionsText(ps []int) string {
 		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
 			j++
 		}
-		if len(items) == most {
+		if len(items) >= most {
 			return "[" + strings.Join(items, " ") + fmt.Sprintf(" ...] (%d in all)", len(ps))
 		}
 		switch {

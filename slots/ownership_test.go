@@ -60,6 +60,15 @@ func TestOwnershipValidate(t *testing.T) {
 	if want := "[1 3 5 7 9 11 13 15 17 19 21 23 25 27 29 31 33 35 37 39 ...] (500 in all)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Validate = %v, want it naming positions %s", err, want)
 	}
+	// Pairs add two items at once: the cut still comes at 20 (found by a
+	// review: one single, then pairs, printed them all).
+	pairs := Ownership{"a": {1}}
+	for p := 4; p < 1000; p += 3 {
+		pairs["a"] = append(pairs["a"], p)
+	}
+	if err := pairs.Validate(1000); err == nil || !strings.Contains(err.Error(), "...] (") || len(err.Error()) > 300 {
+		t.Errorf("Validate = %v, want the list cut", err)
+	}
 	if err := (Ownership{"a": {0, 1}, "b": {1, 0}}).Validate(2); err != nil {
 		t.Errorf("overlapping but complete map: Validate = %v, want nil", err)
 	}
