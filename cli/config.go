@@ -938,10 +938,10 @@ func walk(file string, n *yaml.Node, t reflect.Type, path string, lines map[stri
 			return fail(fmt.Errorf("want a single %s value, got a %s", t.Kind(), kindName(n.Kind)))
 		}
 		if k := t.Kind(); k == reflect.Int || k == reflect.Int32 || k == reflect.Int64 {
-			switch {
-			case (n.Tag == "!!int" || n.Tag == "!!float") && leadingZeroRE.MatchString(n.Value):
+			if (n.Tag == "!!int" || n.Tag == "!!float") && leadingZeroRE.MatchString(n.Value) {
 				// YAML reads 010 as octal 8, and 09 as a float.
-				return fail(fmt.Errorf("%s starts with 0, which YAML reads as an octal number: write it without the leading zeros (or 0o... if octal is meant)", n.Value))
+				return fail(fmt.Errorf("%s starts with 0, which YAML does not read as a decimal number (010 is octal 8): "+
+					"write it without the leading zeros (0o... if octal is meant)", n.Value))
 			}
 			switch n.Tag {
 			case "!!int":

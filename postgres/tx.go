@@ -68,9 +68,8 @@ func (s *Store) Begin(ctx context.Context, p *driver.BeginParams) (driver.Tx, er
 	var opts pgx.TxOptions
 	if p != nil && p.IdleTimeout > 0 {
 		// pgx sends a statement without arguments by the simple protocol,
-		// which takes both at once.
-		// The setting takes at most MaxInt32 ms (24 days): a runtime guard
-		// of a year asks for no bound, in effect.
+		// which takes both at once. The setting takes at most MaxInt32 ms
+		// (24 days): a runtime guard of a year asks for no bound, in effect.
 		opts.BeginQuery = fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", min(max(p.IdleTimeout.Milliseconds(), 1), math.MaxInt32))
 	}
 	tx, err := s.pool.BeginTx(ctx, opts)
