@@ -101,6 +101,14 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 			// call complete. Sweep now rather than on the schedule.
 			if assigned && slices.ContainsFunc(next[c.cfg.Server], func(p int) bool { return !slices.Contains(before, p) }) {
 				c.sweepSoon("took over positions")
+				// A server stopped mid-slot (frozen, its host suspended)
+				// still holds the jobs its transactions claimed, which the
+				// sweep now passes by, until the database ends those
+				// transactions (Begin's idle bound): sweep again by then,
+				// rather than at the schedule's next run.
+				if b, ok := c.drv.(*boundedDriver); ok {
+					c.sweepAfter(b.waitLimit(), "took over positions (the jobs a stopped server held)")
+				}
 			}
 		}
 	}
@@ -250,6 +258,25 @@ func (c *Client) sweepSoon(reason string) {
 	}
 	go func() {
 		defer c.wg.Done()
+		_, _ = c.sweep(work, hard, c.cfg.SweepMode, reason) // logged by sweepFinished
+	}()
+}
+
+// sweepAfter is sweepSoon once d has passed, unless the client stops first.
+func (c *Client) sweepAfter(d time.Duration, reason string) {
+	work, hard, ok := c.track()
+	if !ok {
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-work.Done():
+			return
+		case <-t.C:
+		}
 		_, _ = c.sweep(work, hard, c.cfg.SweepMode, reason) // logged by sweepFinished
 	}()
 }

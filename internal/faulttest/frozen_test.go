@@ -14,14 +14,16 @@ import (
 // transactions holding the jobs they claimed. PostgreSQL ends those
 // transactions once they have waited longer than any healthy one waits for
 // its next statement, and the servers that took the stopped one's
-// positions over take its jobs while it stays stopped; resumed, it doubles
+// positions over sweep again by then and take its jobs while it stays
+// stopped (the scheduled sweep is an hour away); resumed, it doubles
 // nothing. Before, the claimed jobs stayed locked for as long as the
 // server stayed stopped (found by a trial: 1,000 jobs, 89 s late after a
 // 92 s freeze, and without end for a server that never resumes).
 func TestFrozenServer(t *testing.T) {
 	t.Parallel()
 	url, schema := pgtest.Schema(t)
-	c := newCluster(t, url, schema, clusterOpts{auto: true, runtime: 3 * time.Second})
+	// No scheduled sweep to speak of: the takeover's sweeps alone.
+	c := newCluster(t, url, schema, clusterOpts{auto: true, runtime: 3 * time.Second, sweepInterval: time.Hour})
 	for _, n := range []string{"a", "b", "c"} {
 		c.start(n)
 	}
