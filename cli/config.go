@@ -357,9 +357,35 @@ func parseDuration(n *yaml.Node) (Duration, error) {
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return 0, fmt.Errorf("invalid duration %s (want a Go duration such as \"90s\", \"15m\" or \"1h30m\", or -1 where allowed)", quoteValue(n.Value))
+		return 0, fmt.Errorf("invalid duration %s (want a Go duration such as \"90s\", \"15m\" or \"1h30m\", or -1 where allowed)%s", quoteValue(n.Value), durationHint(n.Value))
 	}
 	return Duration(v), nil
+}
+
+// Written days or weeks, and a duration past what Go's holds, for
+// durationHint.
+var (
+	daysRE     = regexp.MustCompile(`(?i)^\s*(\d+(?:\.\d+)?)\s*(d|days?|w|weeks?)\s*$`)
+	durationRE = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+// durationHint says what is wrong with s, a duration, where a user is likely
+// not to know: Go's durations have no days
+// or weeks, and end at about 292 years. It is "" otherwise, or a clause to
+// append to an error.
+func durationHint(s string) string {
+	if m := daysRE.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.ParseFloat(m[1], 64)
+		hours := n * 24
+		if strings.HasPrefix(strings.ToLower(m[2]), "w") {
+			hours = n * 24 * 7
+		}
+		return fmt.Sprintf(": Go durations have no days or weeks, write %sh", strconv.FormatFloat(hours, 'f', -1, 64))
+	}
+	if _, err := time.ParseDuration(s); err != nil && durationRE.MatchString(s) {
+		return ": too long, a duration ends at 2562047h (about 292 years)"
+	}
+	return ""
 }
 
 func kindName(k yaml.Kind) string {

@@ -199,6 +199,10 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown nested key", "slots:\n  resolution: 1m\n  resolutoin: 2m\n", []string{":3: slots.resolutoin: unknown key \"resolutoin\"", "under slots", "resolution, offset, cycle"}, nil},
 		{"unknown key under log", "log:\n  colour: true\n", []string{":2: log.colour: unknown key"}, nil},
 		{"bad duration", "guards:\n  runtime: 30x\n", []string{":2: guards.runtime:", `invalid duration "30x"`, "15m"}, nil},
+		// Found by a trial of bad input: no word of days or of Go's end.
+		{"duration in days", "guards:\n  horizon: 90d\n", []string{":2: guards.horizon:", `invalid duration "90d"`, "Go durations have no days or weeks, write 2160h"}, nil},
+		{"duration in weeks", "history:\n  retention: 2 weeks\n", []string{":2: history.retention:", "write 336h"}, nil},
+		{"duration past Go's", "history:\n  retention: 9999999999h\n", []string{":2: history.retention:", "too long, a duration ends at 2562047h"}, nil},
 		{"duration as number", "shutdown_grace: 30\n", []string{":1: shutdown_grace:", `invalid duration "30"`}, nil},
 		{"duration as list", "slots:\n  cycle: [1h]\n", []string{":2: slots.cycle:", "not a list"}, nil},
 		{"bad integer", "\nworkers: many\n", []string{":2: workers:", `"many" is not a valid integer`}, nil},

@@ -84,7 +84,7 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
 		return now.Add(-d).UTC(), nil
 	}
-	return time.Time{}, fmt.Errorf("%s %q is neither an RFC 3339 time (e.g. 2030-06-01T15:04:05Z) nor a duration ago (e.g. 24h)", flag, s)
+	return time.Time{}, fmt.Errorf("%s %q is neither an RFC 3339 time (e.g. 2030-06-01T15:04:05Z) nor a duration ago (e.g. 24h)%s", flag, s, durationHint(s))
 }
 
 func (e *env) historyCommand() *cobra.Command {

@@ -661,6 +661,10 @@ func TestOperatorFlagErrors(t *testing.T) {
 		{[]string{"reschedule", "order", "1"}, []string{"reschedule: expected ENTITY KEY CHECK, got 2 arguments (missing CHECK)"}},
 		{[]string{"retry", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
 		{[]string{"retry", "--in", "-1h"}, []string{`--in "-1h" is not a Go duration of 0 or more`}},
+		// Found by a trial of bad input: no word of days or of Go's end.
+		{[]string{"reschedule", "order", "1", "c", "--in", "3d"}, []string{`--in "3d"`, "Go durations have no days or weeks, write 72h"}},
+		{[]string{"reschedule", "order", "1", "c", "--in", "9999999999h"}, []string{"too long, a duration ends at 2562047h"}},
+		{[]string{"retry", "--since", "2w"}, []string{`--since "2w"`, "write 336h"}},
 		{[]string{"retry", "--at", "now"}, []string{`--at "now" is not an RFC 3339 time`}},
 		{[]string{"retry", "--key", "1"}, []string{`--key "1" needs --entity`}},
 		{[]string{"retry", "--limit", "-1"}, []string{"--limit -1 must be between 1 and 100000"}},

@@ -188,7 +188,7 @@ func parseAtIn(at, in string, required bool) (time.Time, time.Duration, error) {
 	}
 	d, err := time.ParseDuration(in)
 	if err != nil || d < 0 {
-		return time.Time{}, 0, fmt.Errorf("--in %q is not a Go duration of 0 or more (want e.g. 90s, 15m or 3h30m)", in)
+		return time.Time{}, 0, fmt.Errorf("--in %q is not a Go duration of 0 or more (want e.g. 90s, 15m or 3h30m)%s", in, durationHint(in))
 	}
 	return time.Time{}, d, nil
 }
