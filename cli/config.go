@@ -370,9 +370,8 @@ var (
 )
 
 // durationHint says what is wrong with s, a duration, where a user is likely
-// not to know: Go's durations have no days
-// or weeks, and end at about 292 years. It is "" otherwise, or a clause to
-// append to an error.
+// not to know: Go's durations have no days or weeks, and end at about 292
+// years. It is a clause to append to an error, or "" otherwise.
 func durationHint(s string) string {
 	if m := daysRE.FindStringSubmatch(s); m != nil {
 		n, _ := strconv.ParseFloat(m[1], 64)
