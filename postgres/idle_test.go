@@ -32,7 +32,9 @@ func TestBeginIdleTimeout(t *testing.T) {
 	}
 	ctx := t.Context()
 	ids := scheduleAt(t, s, slotAt, "1")
-	holds := func(p *driver.BeginParams) (driver.Tx, bool) {
+	// claim begins a transaction and claims the job; the process then
+	// sends nothing more.
+	claim := func(p *driver.BeginParams) driver.Tx {
 		tx, err := s.Begin(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -41,14 +43,16 @@ func TestBeginIdleTimeout(t *testing.T) {
 		if jobs, err := tx.Claim(ctx, &driver.ClaimParams{IDs: ids, Slot: slotAt}); err != nil || len(jobs) != 1 {
 			t.Fatalf("claim: %v, %v", jobs, err)
 		}
-		time.Sleep(600 * time.Millisecond) // the process stopped
-		// Another server's claim, on a connection of its own.
-		var free int
+		return tx
+	}
+	// free is another server's claim, on a connection of its own.
+	free := func() bool {
+		var n int
 		if err := other.Pool().QueryRow(ctx,
-			"SELECT count(*) FROM (SELECT id FROM prescient_jobs WHERE id = $1 FOR UPDATE SKIP LOCKED) f", ids[0]).Scan(&free); err != nil {
+			"SELECT count(*) FROM (SELECT id FROM prescient_jobs WHERE id = $1 FOR UPDATE SKIP LOCKED) f", ids[0]).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		return tx, free == 0
+		return n == 1
 	}
 	// A transaction with the setting ends at once, its connection back in
 	// the pool (of one): the next, without it, keeps its locks however long
@@ -60,17 +64,21 @@ func TestBeginIdleTimeout(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tx, held := holds(nil)
-	if !held {
+	tx = claim(nil)
+	time.Sleep(600 * time.Millisecond) // three times the setting, were it kept
+	if free() {
 		t.Fatal("without an IdleTimeout, the job was released: the setting of the transaction before outlived it on the pool's connection")
 	}
 	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatalf("a transaction begun without IdleTimeout: %v", err)
 	}
 	_ = tx.Rollback(context.Background())
-	tx, held = holds(&driver.BeginParams{IdleTimeout: 200 * time.Millisecond})
-	if held {
-		t.Fatal("the job stayed locked after the transaction waited past its IdleTimeout")
+	tx = claim(&driver.BeginParams{IdleTimeout: 200 * time.Millisecond})
+	// Polling the database: PostgreSQL ends the session on its own time.
+	for end := time.Now().Add(10 * time.Second); !free(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the job stayed locked 10 s after the transaction began waiting past its IdleTimeout of 200ms")
+		}
 	}
 	if _, err := tx.Exec(ctx, "SELECT 1"); err == nil {
 		t.Fatal("the transaction ended by its IdleTimeout ran a statement")
