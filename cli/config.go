@@ -495,9 +495,12 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 	data, refErrs := expandEnv(raw, lookupEnv)
 	root, err := parseDocument(name, data)
 	if err != nil || root == nil {
-		return err // nil, nil: a file without keys, all defaults
+		return refErrs.withQuoteHints(err) // nil, nil: a file without keys, all defaults
 	}
 	if errs := refErrs.in(name, root); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if errs := refErrs.cutByComment(name, root); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if root.Kind != yaml.MappingNode {
@@ -509,7 +512,7 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 	// default), and turns an empty string value into "".
 	c.lines = make(map[string]int)
 	if errs := walk(name, root, reflect.TypeOf(*c), "", c.lines); len(errs) > 0 {
-		return errors.Join(errs...)
+		return refErrs.withQuoteHints(errors.Join(errs...))
 	}
 	if err := root.Decode(c); err != nil {
 		return &ConfigError{File: name, Err: err}
@@ -736,6 +739,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			bad(fmt.Errorf("%s holds a line break inside its value: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')
 		default:
 			b.WriteString(v)
+			refs.expanded = append(refs.expanded, envExpansion{line: line, ref: ref, value: v})
 		}
 		i += len(ref)
 	}
@@ -762,6 +766,94 @@ func envNameLen[S string | []byte](s S) int {
 type envRefErrors struct {
 	marker string
 	errs   []envRefError
+	// expanded are the references expandEnv replaced by their values.
+	expanded []envExpansion
+}
+
+// envExpansion is a reference replaced by its variable's value, on line.
+type envExpansion struct {
+	line       int
+	ref, value string
+}
+
+// quoteHint names the references expanded on line, for an error there: a
+// value is inserted as it is, and one holding YAML syntax (": ", " #", a
+// leading [, {, *, &, !, |, > or a quote) changes what the line says, which
+// the error alone does not tell (the value is not shown: it may be a
+// password).
+func (r *envRefErrors) quoteHint(line int) string {
+	var refs []string
+	for _, e := range r.expanded {
+		if e.line == line && !slices.Contains(refs, e.ref) {
+			refs = append(refs, e.ref)
+		}
+	}
+	if len(refs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the line holds %s, expanded before the file is read as YAML: "+
+		"if its value may hold YAML syntax, quote the reference, \"%s\")", strings.Join(refs, ", "), refs[0])
+}
+
+// withQuoteHints adds quoteHint to each *ConfigError in err (one, or
+// several joined) at a line where a reference was expanded.
+func (r *envRefErrors) withQuoteHints(err error) error {
+	if err == nil || len(r.expanded) == 0 {
+		return err
+	}
+	hint := func(e error) error {
+		var ce *ConfigError
+		if errors.As(e, &ce) && ce.Line > 0 {
+			if h := r.quoteHint(ce.Line); h != "" {
+				c := *ce
+				c.Err = fmt.Errorf("%w%s", ce.Err, h)
+				return &c
+			}
+		}
+		return e
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := slices.Clone(j.Unwrap())
+		for i, e := range errs {
+			errs[i] = hint(e)
+		}
+		return errors.Join(errs...)
+	}
+	return hint(err)
+}
+
+// cutByComment returns an error for each expanded value that YAML cut at
+// a " #" (the rest read as a comment, dropped without a word): a plain
+// scalar on the reference's line whose comment holds the rest of the value.
+func (r *envRefErrors) cutByComment(file string, root *yaml.Node) []error {
+	var errs []error
+	for _, e := range r.expanded {
+		k := strings.Index(e.value, " #")
+		if t := strings.Index(e.value, "\t#"); t >= 0 && (k < 0 || t < k) {
+			k = t
+		}
+		if k < 0 {
+			continue
+		}
+		rest := e.value[k+1:]
+		var cut bool
+		var visit func(n *yaml.Node)
+		visit = func(n *yaml.Node) {
+			if n.Line == e.line && n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
+				cut = cut || strings.Contains(n.LineComment, rest)
+			}
+			for _, c := range n.Content {
+				visit(c)
+			}
+		}
+		visit(root)
+		if cut {
+			errs = append(errs, &ConfigError{File: file, Line: e.line, Err: fmt.Errorf(
+				"the value of %s holds \" #\", and YAML read the rest of the line from there as a comment, "+
+					"cutting the value: quote the reference, \"%s\"", e.ref, e.ref)})
+		}
+	}
+	return errs
 }
 
 type envRefError struct {
