@@ -189,6 +189,12 @@ func printHistory(ctx context.Context, out, errOut io.Writer, c *prescient.Clien
 	if more != "" {
 		fmt.Fprintln(out, more)
 	}
+	if now := o.now(); len(recs) == 0 && f.Since.After(now) {
+		// A mistyped year or an offset the wrong way: "no records" alone
+		// reads as "nothing finished".
+		fmt.Fprintf(errOut, "note: --since %s is in the future (now is %s): no record finished after it yet\n",
+			f.Since.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 
