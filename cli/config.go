@@ -624,6 +624,11 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 			// is 0: the problem is on the first line.
 			line = 1
 		}
+		if last := lastContentLine(data); line > last && last > 0 {
+			// The parser reached the end of the file looking for what a
+			// line opened ("log: {"): it names the line after the last.
+			line, msg = last, msg+" (at the end of the file: a bracket or quote opened on this line or before is not closed)"
+		}
 		if lines := bytes.Split(data, []byte("\n")); line > 0 && line <= len(lines) && bytes.ContainsRune(lines[line-1], '\t') {
 			msg += " (the line holds a tab: YAML indents with spaces only)"
 		}
@@ -647,6 +652,18 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 		return nil, nil // "---" and comments
 	}
 	return root, nil
+}
+
+// lastContentLine returns the number of the last line of data that holds
+// more than white space, 0 for none.
+func lastContentLine(data []byte) int {
+	last := 0
+	for i, l := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			last = i + 1
+		}
+	}
+	return last
 }
 
 // documentMarker returns the first line after line after that is a document

@@ -216,6 +216,9 @@ func TestConfigErrors(t *testing.T) {
 		{"an alias to no anchor", "workers: 2\nbatch_size: *nope\n", []string{":2: not valid YAML: unknown anchor 'nope'"}, nil},
 		{"a control character", "workers: 2\n\nserver: a\x01b\n", []string{":3: not valid YAML: control characters are not allowed"}, nil},
 		{"not UTF-8", "workers: 2\nserver: a\xffb\n", []string{":2: not valid YAML: invalid leading UTF-8 octet"}, nil},
+		// The parser names the line after the last, past the end of the file.
+		{"a bracket not closed at the end", "workers: 2\nlog: {\n\n", []string{":2: not valid YAML: did not find expected node content (at the end of the file: a bracket"}, nil},
+		{"a bracket not closed, no last line break", "workers: 2\nlog: [", []string{":2: not valid YAML", "at the end of the file"}, nil},
 		// Found by a review: a longer alias or a comment naming the
 		// missing one, and a NEL (which YAML allows) before the control
 		// character, were taken for the line.
