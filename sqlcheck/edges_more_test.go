@@ -22,6 +22,7 @@ func TestZonelessEastOfUTC12(t *testing.T) {
 		{"Pacific/Auckland", "2023-09-24 02:30"}, // the spring gap
 		{"Pacific/Chatham", "2023-09-24 02:00"},  // 45 minutes before its gap: one reading
 		{"Pacific/Apia", "2020-09-27 02:00"},     // an hour before its gap (+13 → +14)
+		{"Pacific/Apia", "2011-12-30 23:00"},     // the day Samoa skipped (-10 → +14): a gap of 24 hours
 	} {
 		t.Run(tc.zone, func(t *testing.T) { zonelessNotEarly(t, tc.zone, tc.placed) })
 	}

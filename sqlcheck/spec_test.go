@@ -144,7 +144,9 @@ func TestAnchorTime(t *testing.T) {
 			t.Errorf("anchorTime(%#v) = %s, %v; want %s", v, got, err, want)
 		}
 	}
-	for _, v := range []any{nil, "tomorrow", true, math.NaN()} {
+	// Integers out of range as numbers are refused as floats are: the year
+	// 2223 in seconds, and times before 1970 (found by a trial of time).
+	for _, v := range []any{nil, "tomorrow", true, math.NaN(), int64(8000000000), int64(-100), int64(-5), float64(-5)} {
 		if got, err := anchorTime(v); err == nil {
 			t.Errorf("anchorTime(%#v) = %s, want an error", v, got)
 		}

@@ -111,10 +111,9 @@ func anchorTime(v any) (time.Time, error) {
 	case time.Time:
 		return x, nil
 	case int64:
-		if x > 0 && x < julianMax || x >= millisMin {
-			return anchorTime(float64(x))
-		}
-		return time.Unix(x, 0).UTC(), nil
+		// As a number of the same value: its range is checked there (an
+		// integer 8000000000, the year 2223, or -100 was read as it was).
+		return anchorTime(float64(x))
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return time.Time{}, fmt.Errorf("is %v, not a time", x)
@@ -203,12 +202,14 @@ func jsonValue(v any) []byte {
 // cases (Go's time.Date may pick the other).
 func wallTime(t time.Time, loc *time.Location) time.Time {
 	wall := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
-	// The offsets 12 hours either side of the moment itself (near it
-	// within a day): around the wall clock read as UTC, zones at UTC+12
-	// and beyond would look past a change made a few hours before.
+	// The offsets a day either side of the moment itself (near it within
+	// a day): around the wall clock read as UTC, zones at UTC+12 and beyond
+	// would look past a change made a few hours before; and a change can
+	// skip a whole day (Pacific/Apia on 2011-12-30, -10 to +14), which 12
+	// hours either side did not reach past.
 	near := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), loc)
-	_, before := near.Add(-12 * time.Hour).Zone()
-	_, after := near.Add(12 * time.Hour).Zone()
+	_, before := near.Add(-24 * time.Hour).Zone()
+	_, after := near.Add(24 * time.Hour).Zone()
 	early := wall.Add(-time.Duration(before) * time.Second)
 	late := wall.Add(-time.Duration(after) * time.Second)
 	reads := func(c time.Time) bool {
