@@ -159,6 +159,14 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"history", "--since", "yesterday"}, []string{`--since "yesterday"`, "RFC 3339", "24h"}},
 		{[]string{"history", "--since", "2030-04-31T00:00:00Z"}, []string{`--since "2030-04-31T00:00:00Z" is no real time: day out of range`}},
 		{[]string{"history", "--key", "42"}, []string{`--key "42" needs --entity`}},
+		// Go's zero time meant "no flag" (found by a trial of time): --at
+		// took it for now, --until for no bound, --slot for every slot.
+		{[]string{"schedule", "order", "1", "c", "--at", "0001-01-01T00:00:00Z"}, []string{`--at "0001-01-01T00:00:00Z" is outside the supported range [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z)`}},
+		{[]string{"reschedule", "order", "1", "c", "--at", "0001-01-01T01:00:00+01:00"}, []string{`--at "0001-01-01T01:00:00+01:00" is outside the supported range`}},
+		{[]string{"retry", "--check", "c", "--at", "0001-01-01T00:00:00Z"}, []string{`--at "0001-01-01T00:00:00Z" is outside the supported range`}},
+		{[]string{"history", "--until", "0001-01-01T00:00:00Z"}, []string{`--until "0001-01-01T00:00:00Z" is outside the supported range`}},
+		{[]string{"history", "--since", "2200-01-01T00:00:00Z"}, []string{`--since "2200-01-01T00:00:00Z" is outside the supported range`}},
+		{[]string{"jobs", "list", "--slot", "0001-01-01T00:00:00Z"}, []string{`--slot "0001-01-01T00:00:00Z" is outside the supported range`}},
 		{[]string{"history", "--limit", "-3"}, []string{"--limit -3"}},
 		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{`--since "1h"`, `is not before --until "2h"`, "--since takes the longer one"}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", ""}, []string{"--payload is empty", "leave --payload out"}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/history"
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // historyOpts are the flags of `prescient history`.
@@ -74,15 +75,24 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err == nil {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		t := now.Add(-d)
+		if t.Before(slots.MinTime) {
+			t = slots.MinTime // nothing finished before: as far back as that is all
+		}
 		return t.UTC(), nil
 	}
+	t, err := parseRFC3339(s)
 	if why := noRealTime(err); why != "" {
 		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d).UTC(), nil
+	if err == nil {
+		if !slots.InRange(t) {
+			// The zero time read as no bound: --until 0001-01-01T00:00:00Z
+			// listed everything.
+			return time.Time{}, fmt.Errorf("%s %q is outside the supported range %s", flag, s, slots.Range())
+		}
+		return t.UTC(), nil
 	}
 	return time.Time{}, fmt.Errorf("%s %q is neither an RFC 3339 time (e.g. 2030-06-01T15:04:05Z) nor a duration ago (e.g. 24h)%s", flag, s, durationHint(s))
 }

@@ -15,6 +15,8 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/prescient-dev/prescient/slots"
 )
 
 // writeJSON writes v as the one indented JSON document of a command's
@@ -138,15 +140,33 @@ func noRealTime(err error) string {
 }
 
 // parseTimeFlag reads a flag's RFC 3339 time, the format schedule --at takes.
+// A time outside the supported range (slots.Range) is refused: the zero
+// time, 0001-01-01T00:00:00Z, read as no flag at all (schedule --at and
+// reschedule --at took it for "now", history --until for no bound).
 func parseTimeFlag(flag, s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := parseRFC3339(s)
 	if why := noRealTime(err); why != "" {
 		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", flag, s)
 	}
+	if !slots.InRange(t) {
+		return time.Time{}, fmt.Errorf("%s %q is outside the supported range %s", flag, s, slots.Range())
+	}
 	return t, nil
+}
+
+// parseRFC3339 reads an RFC 3339 time, whose T and Z may be written in
+// lower case (RFC 3339, 5.6), which Go's layout does not take.
+func parseRFC3339(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil && strings.ContainsAny(s, "tz") {
+		if t, uerr := time.Parse(time.RFC3339, strings.ToUpper(s)); uerr == nil {
+			return t, nil
+		}
+	}
+	return t, err
 }
 
 // parseAfter reads --after-at and --after-id, where a page of a listing of

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestTimeFlagsInLowerCase: RFC 3339 allows a lower-case t and z
+// (2030-06-01t15:00:00z), which Go's layout refuses; the time flags take
+// them (found by a trial of time).
+func TestTimeFlagsInLowerCase(t *testing.T) {
+	for _, s := range []string{"2030-06-01t15:00:00z", "2030-06-01t17:00:00+02:00", "2030-06-01T15:00:00z"} {
+		got, err := parseTimeFlag("--at", s)
+		if want := time.Date(2030, 6, 1, 15, 0, 0, 0, time.UTC); err != nil || !got.Equal(want) {
+			t.Errorf("parseTimeFlag(%q) = %s, %v; want %s", s, got, err, want)
+		}
+		got, err = parseWhen("--since", s, time.Now())
+		if want := time.Date(2030, 6, 1, 15, 0, 0, 0, time.UTC); err != nil || !got.Equal(want) {
+			t.Errorf("parseWhen(%q) = %s, %v; want %s", s, got, err, want)
+		}
+	}
+	// A duration ago past 1970 is as far back as that.
+	if got, err := parseWhen("--since", "1000000h", time.Now()); err != nil || !got.Equal(time.Unix(0, 0)) {
+		t.Errorf("parseWhen(1000000h) = %s, %v; want 1970-01-01T00:00:00Z", got, err)
+	}
+}
+
+// TestScheduleAtZeroTimeIsRefused: schedule --at 0001-01-01T00:00:00Z
+// scheduled the job for now, and reschedule moved a job due in 2030 into
+// the next slot (found by a trial of time).
+func TestScheduleAtZeroTimeIsRefused(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "p.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+db+"\n")}
+	h.mustRun("migrate")
+	h.mustRun("schedule", "order", "1", "order_unshipped", "--at", "2030-06-01T15:00:00Z")
+	if out, err := h.run("reschedule", "order", "1", "order_unshipped", "--at", "0001-01-01T00:00:00Z"); err == nil {
+		t.Errorf("reschedule --at 0001-01-01T00:00:00Z: accepted:\n%s", out)
+	}
+	wantContains(t, "jobs show", h.mustRun("jobs", "show", "order", "1"), "2030-06-01T15:00:00Z")
+}
