@@ -266,8 +266,9 @@ func (c Config) WithDefaults() Config {
 
 // validateSchedule reports what is wrong with a cron spec of the sweep or
 // the prune: one cron does not read, an @every of less than a second (cron
-// runs it every second whatever it says: 0s, -5s, 100ms), or a spec that
-// never comes (the 30th of February).
+// runs it every second whatever it says: 0s, -5s, 100ms) or not of whole
+// seconds (1500ms runs every second), or a spec that never comes (the 30th
+// of February).
 func validateSchedule(spec string, now time.Time) error {
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
@@ -281,6 +282,10 @@ func validateSchedule(spec string, now time.Time) error {
 	if every, ok := strings.CutPrefix(strings.TrimSpace(rest), "@every "); ok {
 		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d < time.Second {
 			return fmt.Errorf("runs every %s: an @every must be at least 1s (such as \"@every 1m\")", d)
+		} else if err == nil && d%time.Second != 0 {
+			// cron.Every drops the fraction.
+			return fmt.Errorf("runs every %s: cron keeps whole seconds and would run it every %s; write a whole number of seconds",
+				d, d.Truncate(time.Second))
 		}
 	}
 	if sched.Next(now).IsZero() {

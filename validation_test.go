@@ -183,6 +183,9 @@ func TestSchedulesThatCronWouldNotKeepAreRefused(t *testing.T) {
 		"TZ=UTC @every 100ms":            "runs every 100ms",
 		"CRON_TZ=Europe/Paris @every 0s": "an @every must be at least 1s",
 		"0 0 30 2 *":                     "never comes",
+		// cron.Every drops the fraction (found by a trial of time).
+		"@every 1500ms":           "cron keeps whole seconds and would run it every 1s",
+		"CRON_TZ=UTC @every 2.5s": "would run it every 2s",
 	} {
 		for _, cfg := range []prescient.Config{{SweepSchedule: spec}, {PruneSchedule: spec}} {
 			if err := cfg.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
@@ -190,7 +193,7 @@ func TestSchedulesThatCronWouldNotKeepAreRefused(t *testing.T) {
 			}
 		}
 	}
-	for _, spec := range []string{"@every 1s", "@every 5m", "*/15 * * * *", "0 0 29 2 *", "-"} {
+	for _, spec := range []string{"@every 1s", "@every 5m", "@every 1m30s", "*/15 * * * *", "0 0 29 2 *", "-"} {
 		if err := (prescient.Config{SweepSchedule: spec, PruneSchedule: spec}).WithDefaults().Validate(); err != nil {
 			t.Errorf("schedule %q: %v, want it taken", spec, err)
 		}
