@@ -196,13 +196,15 @@ func (e *env) config() (*Config, error) {
 // one record a line: logfmt-like text, or JSON objects with log.format:
 // json. Durations read the same in both, as Go duration strings ("1.5s",
 // "250ms", as in the configuration file), not as slog's JSON default of
-// integer nanoseconds.
+// integer nanoseconds. Every time is in UTC, the record's own too, as the
+// slots and times in its attributes are (with TZ set, slog wrote the
+// record's time in the local zone beside a slot in UTC).
 func (e *env) logger(cfg *Config) *slog.Logger {
 	level, _ := cfg.logLevel() // validated
-	ho := &slog.HandlerOptions{Level: level}
+	ho := &slog.HandlerOptions{Level: level, ReplaceAttr: utcTime}
 	out := e.progress.around(e.opts.Err)
 	if cfg.Log.Format == "json" {
-		ho.ReplaceAttr = durationText
+		ho.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr { return durationText(groups, utcTime(groups, a)) }
 		return slog.New(slog.NewJSONHandler(out, ho))
 	}
 	return slog.New(slog.NewTextHandler(out, ho))
@@ -212,6 +214,14 @@ func (e *env) logger(cfg *Config) *slog.Logger {
 func durationText(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindDuration {
 		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// utcTime writes a time attribute, the record's own included, in UTC.
+func utcTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindTime {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
 	}
 	return a
 }
