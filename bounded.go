@@ -51,6 +51,11 @@ type boundedDriver struct {
 	checks                 *checks.Registry
 }
 
+// Clock is bounded by limit: a reading that waited longer says little.
+func (d *boundedDriver) Clock(ctx context.Context) (time.Time, error) {
+	return within(ctx, d.limit, d.Driver.Clock)
+}
+
 // waitLimit bounds a call that may wait for a pool connection.
 func (d *boundedDriver) waitLimit() time.Duration {
 	return d.limit + max(d.runtime, d.checks.MaxRuntime()) + d.groupDuration

@@ -74,6 +74,13 @@ type Client struct {
 	unknown   map[string]int
 	// unknownWarned is when each unknown check was last warned of.
 	unknownWarned map[string]time.Time
+
+	// host is the host's clock, nil when Config.Now was given; the
+	// client's clock is then host plus clockOffset (ns), the difference to
+	// the database's clock when it is large enough to matter (see
+	// syncClock).
+	host        func() time.Time
+	clockOffset atomic.Int64
 }
 
 // NewClient returns a client over store. cfg may be nil for all defaults; it
@@ -89,6 +96,13 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if cfg != nil {
 		c = *cfg
 	}
+	var host func() time.Time
+	if c.Now == nil {
+		host = time.Now
+		if c.hostClock != nil {
+			host = c.hostClock
+		}
+	}
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -99,7 +113,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if drv.Features().MultiHost {
 		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
-	return &Client{
+	cl := &Client{
 		cfg:           c,
 		store:         store,
 		drv:           drv,
@@ -110,7 +124,12 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		sweeping:      make(chan struct{}, 1),
 		unknown:       make(map[string]int),
 		unknownWarned: make(map[string]time.Time),
-	}, nil
+		host:          host,
+	}
+	if host != nil {
+		cl.cfg.Now = func() time.Time { return host().Add(time.Duration(cl.clockOffset.Load())) }
+	}
+	return cl, nil
 }
 
 // validateFor reports a configuration the store cannot carry out.

@@ -178,9 +178,16 @@ type Config struct {
 	// interrupts them (their jobs stay due, untouched). Default
 	// ShutdownGraceDefault; it cannot be zero (that is the default).
 	ShutdownGrace time.Duration
-	// Now is the clock. Default time.Now. Every decision about what is due
-	// reads it, so tests and simulations can run on a fake clock.
+	// Now is the clock. Every decision about what is due reads it, so
+	// tests and simulations can run on a fake clock. Left nil, it is the
+	// host's clock, corrected to the database's on a store that has one
+	// (PostgreSQL) when the two differ by more than clockTolerance: a host
+	// whose clock ran ahead fired slots early, and its sweep every
+	// server's. Config().Now is that clock.
 	Now func() time.Time
+	// hostClock stands in for the host's clock when Now is nil (tests skew
+	// it). Default time.Now.
+	hostClock func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Observer is told of every check run, slot fired, sweep and failed use

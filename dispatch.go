@@ -43,6 +43,9 @@ const (
 // A slot that has not begun (after the client's clock) is refused: its jobs
 // would run before their time.
 func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
+	if !c.isRunning() {
+		c.syncClock(ctx) // a started client follows the database's clock at every heartbeat
+	}
 	if now := c.now(); slot.After(now) {
 		return nil, fmt.Errorf("prescient: fire slot %s: it has not begun (now %s): its jobs would run before their time",
 			slot.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))

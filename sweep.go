@@ -31,6 +31,11 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 	if _, err := ParseSweepMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("prescient: sweep: %w", err)
 	}
+	if !c.isRunning() {
+		// A `prescient sweep` from a host whose clock runs ahead would
+		// fire every server's slots early (see syncClock).
+		c.syncClock(ctx)
+	}
 	return c.sweep(ctx, ctx, mode, SweepCall)
 }
 

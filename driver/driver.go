@@ -40,6 +40,11 @@ type Driver interface {
 	Close()
 	// Features says what the store can do.
 	Features() Features
+	// Clock reads the database server's clock, for a store whose database
+	// runs on a host of its own (PostgreSQL): the engine, on the host's
+	// clock, follows it when the two disagree. A store that shares the
+	// client's host (SQLite) returns the zero time.
+	Clock(ctx context.Context) (time.Time, error)
 
 	// Begin starts a processing transaction (see Tx). It may wait for a
 	// connection, or for the store's write lock, for as long as ctx lasts.

@@ -87,3 +87,13 @@ func (s *Store) ServerDelete(ctx context.Context, name string, startedAt time.Ti
 	}
 	return nil
 }
+
+// Clock reads the database server's clock (clock_timestamp(), not the
+// transaction's start).
+func (s *Store) Clock(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", interpretError(ctx, err))
+	}
+	return t.UTC(), nil
+}
