@@ -99,13 +99,13 @@ func (v Verdict) OK() bool { return v.Outcome == "" }
 func (l Limits) Judge(checks int, slot, ran, next time.Time) Verdict {
 	from, what := slot, "the slot"
 	if ran.After(slot) {
-		from, what = ran, "the check's start (its slot was "+slot.Format(time.RFC3339)+")"
+		from, what = ran, "the check's start (its slot was "+slot.Format(time.RFC3339Nano)+")"
 	}
 	switch {
 	case !next.After(slot):
-		return Verdict{history.GuardPast, fmt.Sprintf("next check %s is not after the slot %s", next.Format(time.RFC3339), slot.Format(time.RFC3339))}
+		return Verdict{history.GuardPast, fmt.Sprintf("next check %s is not after the slot %s", next.Format(time.RFC3339Nano), slot.Format(time.RFC3339Nano))}
 	case l.Horizon > 0 && next.Sub(from) > l.Horizon:
-		return Verdict{history.GuardHorizon, fmt.Sprintf("next check %s is %s after %s, beyond the horizon %s", next.Format(time.RFC3339), next.Sub(from), what, l.Horizon)}
+		return Verdict{history.GuardHorizon, fmt.Sprintf("next check %s is %s after %s, beyond the horizon %s", next.Format(time.RFC3339Nano), next.Sub(from), what, l.Horizon)}
 	case l.MaxChecks > 0 && checks >= l.MaxChecks:
 		return Verdict{history.GuardMaxChecks, fmt.Sprintf("asked for check %d, more than max_checks %d", checks+1, l.MaxChecks)}
 	}

@@ -72,3 +72,19 @@ func TestJudgeLateCheck(t *testing.T) {
 		t.Errorf("a day late, asking for its own slot: %q, want guard_past", v.Outcome)
 	}
 }
+
+// TestJudgeReasonsKeepFractions: on a grid of less than a second the
+// reasons printed both times to the second, so a next check half a second
+// before its slot read "next check 10:00:00Z is not after the slot
+// 10:00:00Z" (found by a trial of time).
+func TestJudgeReasonsKeepFractions(t *testing.T) {
+	slot := time.Date(2026, 3, 10, 10, 0, 0, 500_000_000, time.UTC)
+	v := Limits{MaxChecks: 3, Horizon: time.Second}.Judge(1, slot, slot, slot.Add(-250*time.Millisecond))
+	if want := "next check 2026-03-10T10:00:00.25Z is not after the slot 2026-03-10T10:00:00.5Z"; v.Reason != want {
+		t.Errorf("reason %q, want %q", v.Reason, want)
+	}
+	v = Limits{MaxChecks: 3, Horizon: time.Second}.Judge(1, slot, slot.Add(100*time.Millisecond), slot.Add(1500*time.Millisecond))
+	if want := "next check 2026-03-10T10:00:02Z is 1.4s after the check's start (its slot was 2026-03-10T10:00:00.5Z), beyond the horizon 1s"; v.Reason != want {
+		t.Errorf("reason %q, want %q", v.Reason, want)
+	}
+}
