@@ -75,12 +75,11 @@ type Client struct {
 	// unknownWarned is when each unknown check was last warned of.
 	unknownWarned map[string]time.Time
 
-	// host is the host's clock, nil when Config.Now was given; the
-	// client's clock is then host plus clockOffset (ns), the difference to
-	// the database's clock when it is large enough to matter (see
-	// syncClock).
-	host        func() time.Time
-	clockOffset atomic.Int64
+	// host is the host's clock, the client's, nil when Config.Now was
+	// given (see clock.go); skewed says the last reading of the database's
+	// clock differed from it by more than clockWarn.
+	host   func() time.Time
+	skewed atomic.Bool
 }
 
 // NewClient returns a client over store. cfg may be nil for all defaults; it
@@ -100,7 +99,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if c.Now == nil {
 		host = time.Now
 		if c.hostClock != nil {
-			host = c.hostClock
+			host, c.Now = c.hostClock, c.hostClock
 		}
 	}
 	c = c.WithDefaults()
@@ -125,9 +124,6 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		unknown:       make(map[string]int),
 		unknownWarned: make(map[string]time.Time),
 		host:          host,
-	}
-	if host != nil {
-		cl.cfg.Now = func() time.Time { return host().Add(time.Duration(cl.clockOffset.Load())) }
 	}
 	return cl, nil
 }

@@ -5,60 +5,66 @@ import (
 	"time"
 )
 
-// The client's clock follows the database's. Slots are fired, and overdue
-// slots swept, by the client's clock: a server whose host clock ran ahead of
-// the others' fired its slots early, and its sweep (or a `prescient sweep`
-// run from a laptop whose clock ran ahead) fired every server's, checks
-// saying "not shipped after 3 hours" before the 3 hours were up (found by a
-// trial of time). Every client on a database server reads that server's
-// clock at start, at each heartbeat and before a sweep when not started,
-// and runs on it when its host's clock differs by more than clockTolerance
-// (the SQL functions already round on the database's now()). A client
-// whose clock was injected (Config.Now) keeps it.
+// The database's clock. Slots are fired, and overdue slots swept, by the
+// client's clock, the host's unless Config.Now was given. A host whose
+// clock runs ahead of the others' fires its own slots early by as much;
+// its sweep took every server's slots before the one in progress by its
+// clock, however far ahead (a `prescient sweep` from a laptop whose clock
+// was off ran checks saying "not shipped after 3 hours" before the 3 hours
+// were up; found by a trial of time). On a store whose database has a
+// clock of its own (PostgreSQL), a client on the host's clock reads the
+// database's at start and before each sweep and FireSlot: a slot that has
+// not begun by either clock is not fired by them, and a host whose clock
+// differs from the database's by more than clockWarn is logged, at WARN.
+// The ticks keep the host's clock (timing them on the database's was tried:
+// a tick armed on one clock and judged on the other fired each slot most
+// of a slot late).
 
-// clockTolerance is how far the host's clock may differ from the
-// database's before the client follows the database's: clocks kept by NTP
-// agree far closer, and below this a correction would only add the noise
-// of the readings.
-const clockTolerance = 100 * time.Millisecond
+// clockWarn is how far the host's clock may differ from the database's
+// before the client warns: clocks kept by NTP agree far closer.
+const clockWarn = time.Second
 
-// clockReadingMax bounds the round trip of a reading worth taking: the
-// database's clock is read somewhere within it, so a longer one (a wait for
-// a pool connection) says too little.
-const clockReadingMax = 100 * time.Millisecond
-
-// syncClock reads the database's clock and, when the host's differs from it
-// by more than clockTolerance (or no longer does), makes the client's clock
-// follow it, saying so in the log.
-func (c *Client) syncClock(ctx context.Context) {
+// databaseNow reads the database's clock, and returns the latest it can
+// be now: the reading plus the round trip it was made in. ok is false on
+// an injected clock, a store without a clock of its own, or an error.
+func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	if c.host == nil {
-		return // an injected clock
+		return time.Time{}, false
 	}
 	before := c.host()
 	db, err := c.drv.Clock(ctx)
 	after := c.host()
-	rtt := after.Sub(before)
-	if err != nil || db.IsZero() || rtt < 0 || rtt > clockReadingMax {
+	if err != nil || db.IsZero() {
 		if err != nil {
 			c.log.Debug("could not read the database's clock", "error", err)
 		}
-		return
+		return time.Time{}, false
 	}
-	diff := db.Sub(before.Add(rtt / 2)) // what to add to the host's clock
-	old := time.Duration(c.clockOffset.Load())
-	if (diff - old).Abs() <= clockTolerance {
-		return
+	rtt := max(after.Sub(before), 0)
+	// The database read its clock within the round trip: the host's is
+	// off by more than clockWarn when the difference to its midpoint is
+	// larger than that and half the round trip.
+	diff := before.Add(rtt / 2).Sub(db) // > 0: the host's clock is ahead
+	if off := diff.Abs() > clockWarn+rtt/2; c.skewed.Swap(off) != off {
+		if off {
+			way := "ahead of"
+			if diff < 0 {
+				way = "behind"
+			}
+			c.log.Warn("this host's clock is "+way+" the database's: this server fires its slots that much early or late "+
+				"(its sweeps fire no slot before it begins by the database's clock); set the host's clock right (NTP)", "difference", diff)
+		} else {
+			c.log.Info("this host's clock agrees with the database's again", "difference", diff)
+		}
 	}
-	if diff.Abs() <= clockTolerance {
-		c.clockOffset.Store(0)
-		c.log.Info("this host's clock agrees with the database's again: the server runs on its own clock", "difference", -diff)
-		return
+	return db.Add(rtt), true
+}
+
+// begun returns now, or the database's clock if that is earlier (see
+// databaseNow): what the slots that have begun are judged by.
+func (c *Client) begun(ctx context.Context, now time.Time) time.Time {
+	if db, ok := c.databaseNow(ctx); ok && db.Before(now) {
+		return db
 	}
-	c.clockOffset.Store(int64(diff))
-	way := "ahead of"
-	if diff > 0 {
-		way = "behind"
-	}
-	c.log.Warn("this host's clock is "+way+" the database's: the server runs on the database's clock, "+
-		"so that no slot fires early nor late (set the host's clock right: NTP)", "difference", -diff)
+	return now
 }

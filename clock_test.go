@@ -1,7 +1,10 @@
 package prescient_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,26 +15,18 @@ import (
 	"github.com/prescient-dev/prescient/slots"
 )
 
-// TestHostClockAheadFollowsTheDatabase: a process whose host clock ran
-// ahead of the database's fired slots early, and its sweep (a `prescient
-// sweep` run from a laptop whose clock was off) fired every server's slots
-// before they began: a job due in three minutes ran at once, its history
-// record finished in the future (found by a trial of time). The client now
-// runs on the database's clock when its host's differs by more than
-// clockTolerance: the sweep finds nothing overdue, and the job runs no
-// earlier than its slot by the database's clock.
-func TestHostClockAheadFollowsTheDatabase(t *testing.T) {
+// TestSweepOnAHostAheadWaitsForTheDatabase: the sweep of a process whose
+// host clock ran ahead of the database's (a `prescient sweep` from a
+// laptop whose clock was off) fired every server's slots before the one in
+// progress by its own clock: a job due in three seconds ran at once, its
+// history record finished in the future (found by a trial of time). A
+// sweep, and FireSlot, now take no slot that has not begun by the
+// database's clock either; the job runs once it has.
+func TestSweepOnAHostAheadWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
 	ctx := context.Background()
 	pool := h.store.(*postgres.Store).Pool()
-	dbNow := func() time.Time {
-		var now time.Time
-		if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
-			t.Fatal(err)
-		}
-		return now
-	}
 	var mu sync.Mutex
 	var ranAt []time.Time // the database's clock when each check ran
 	reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
@@ -44,23 +39,24 @@ func TestHostClockAheadFollowsTheDatabase(t *testing.T) {
 		mu.Unlock()
 		return time.Time{}, nil
 	}, nil)
-	ahead := 10 * time.Minute
-	cfg := prescient.WithHostClock(prescient.Config{
-		Server: "ahead", Checks: reg, Grid: slots.Grid{Resolution: time.Second},
-		SweepSchedule: "-", SweepOnStartDisabled: true,
-	}, func() time.Time { return time.Now().Add(ahead) })
+	grid := slots.Grid{Resolution: time.Second}
+	cfg := prescient.WithHostClock(prescient.Config{Server: "ahead", Checks: reg, Grid: grid, SweepSchedule: "-", SweepOnStartDisabled: true},
+		func() time.Time { return time.Now().Add(10 * time.Minute) })
 	c, err := prescient.NewClient(h.store, &cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Scheduled by the database's clock (as the SQL API does) three
-	// seconds ahead, by another client.
-	other, err := prescient.NewClient(h.store, &prescient.Config{Server: "app", Checks: reg, Grid: slots.Grid{Resolution: time.Second}})
+	// Scheduled by another client three seconds ahead of the database's
+	// clock (as the SQL API would).
+	app, err := prescient.NewClient(h.store, &prescient.Config{Server: "app", Checks: reg, Grid: grid})
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := dbNow().Add(3 * time.Second)
-	job, err := other.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "late", At: at})
+	var dbNow time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	job, err := app.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "late", At: dbNow.Add(3 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,19 +65,18 @@ func TestHostClockAheadFollowsTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Jobs != 0 {
-		t.Errorf("sweep on a host 10 minutes ahead checked %d job(s) of slot %s, %s before it began by the database's clock",
-			res.Jobs, job.NextCheckAt.Format(time.RFC3339), time.Until(job.NextCheckAt).Round(time.Millisecond))
+		t.Errorf("a sweep on a host 10 minutes ahead checked %d job(s) of slot %s before it began by the database's clock",
+			res.Jobs, job.NextCheckAt.Format(time.RFC3339))
 	}
-	if d := c.Config().Now().Sub(dbNow()).Abs(); d > time.Second {
-		t.Errorf("the client's clock is %s off the database's; want it to follow the database's", d)
+	if _, err := c.FireSlot(ctx, job.NextCheckAt); err == nil || !strings.Contains(err.Error(), "has not begun") {
+		t.Errorf("FireSlot of a slot 3 s ahead by the database's clock on a host 10 minutes ahead: %v; want it refused", err)
 	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for h.count(`SELECT 1 FROM prescient_history`) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+		if _, err := c.Sweep(ctx, prescient.SweepRun); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -94,41 +89,41 @@ func TestHostClockAheadFollowsTheDatabase(t *testing.T) {
 	}
 }
 
-// TestInjectedClockIsKept: a client given Config.Now keeps it, however far
-// it is from the database's (tests and simulations run on such clocks).
-func TestInjectedClockIsKept(t *testing.T) {
+// TestHostClockOffTheDatabaseIsWarned: a server whose host clock is more
+// than a second off the database's says so at start, by how much; one
+// within it says nothing.
+func TestHostClockOffTheDatabaseIsWarned(t *testing.T) {
 	t.Parallel()
 	h := openPostgres(t)
-	clk := newClock("2031-03-04T05:06:07Z")
-	c, err := prescient.NewClient(h.store, &prescient.Config{Server: "sim", Now: clk.Now, SweepSchedule: "-", SweepOnStartDisabled: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Sweep(context.Background(), prescient.SweepRun); err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Config().Now(); !got.Equal(ts("2031-03-04T05:06:07Z")) {
-		t.Errorf("Config().Now() = %s, want the injected 2031-03-04T05:06:07Z", got)
-	}
-}
-
-// TestHostClockCloseEnoughIsKept: a host clock within clockTolerance
-// (100ms) of the database's is not corrected: below that a correction would
-// only add the noise of the readings.
-func TestHostClockCloseEnoughIsKept(t *testing.T) {
-	t.Parallel()
-	h := openPostgres(t)
-	host := func() time.Time { return time.Now().Add(30 * time.Millisecond) }
-	cfg := prescient.WithHostClock(prescient.Config{Server: "close", SweepSchedule: "-", SweepOnStartDisabled: true}, host)
-	c, err := prescient.NewClient(h.store, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Sweep(context.Background(), prescient.SweepRun); err != nil {
-		t.Fatal(err)
-	}
-	// Read back to back, the two clocks are the same one: the host's.
-	if d := c.Config().Now().Sub(host()); d > 0 || d < -20*time.Millisecond {
-		t.Errorf("the client's clock is %s off the host's 30ms skew; want it kept", d)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		skew time.Duration
+		want string
+	}{
+		{10 * time.Minute, "this host's clock is ahead of the database's"},
+		{-10 * time.Minute, "this host's clock is behind the database's"},
+		{300 * time.Millisecond, ""},
+	} {
+		var log bytes.Buffer
+		skew := tc.skew
+		cfg := prescient.WithHostClock(prescient.Config{Server: "s", SweepSchedule: "-", SweepOnStartDisabled: true,
+			Logger: slog.New(slog.NewTextHandler(&log, nil))}, func() time.Time { return time.Now().Add(skew) })
+		c, err := prescient.NewClient(h.store, &cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Contains(log.String(), "level=WARN msg=\"this host's clock")
+		switch {
+		case tc.want == "" && warned:
+			t.Errorf("host %s off: warned, want nothing:\n%s", skew, log.String())
+		case tc.want != "" && (!strings.Contains(log.String(), tc.want) || !strings.Contains(log.String(), "difference=")):
+			t.Errorf("host %s off: log\n%s\nwant a warning %q saying by how much", skew, log.String(), tc.want)
+		}
 	}
 }

@@ -178,15 +178,13 @@ type Config struct {
 	// interrupts them (their jobs stay due, untouched). Default
 	// ShutdownGraceDefault; it cannot be zero (that is the default).
 	ShutdownGrace time.Duration
-	// Now is the clock. Every decision about what is due reads it, so
-	// tests and simulations can run on a fake clock. Left nil, it is the
-	// host's clock, corrected to the database's on a store that has one
-	// (PostgreSQL) when the two differ by more than clockTolerance: a host
-	// whose clock ran ahead fired slots early, and its sweep every
-	// server's. Config().Now is that clock.
+	// Now is the clock. Default time.Now. Every decision about what is due
+	// reads it, so tests and simulations can run on a fake clock. On the
+	// host's clock (Now left nil), a client on a store with a clock of its
+	// own (PostgreSQL) also reads the database's: see clock.go.
 	Now func() time.Time
 	// hostClock stands in for the host's clock when Now is nil (tests skew
-	// it). Default time.Now.
+	// it).
 	hostClock func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
 	Logger *slog.Logger

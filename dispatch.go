@@ -40,13 +40,11 @@ const (
 // slot does, and a check that calls FireSlot on its own slot waits until ctx
 // ends.
 //
-// A slot that has not begun (after the client's clock) is refused: its jobs
+// A slot that has not begun (after the client's clock, or, on the host's
+// clock, the database server's if that is earlier) is refused: its jobs
 // would run before their time.
 func (c *Client) FireSlot(ctx context.Context, slot time.Time) (*SlotRecord, error) {
-	if !c.isRunning() {
-		c.syncClock(ctx) // a started client follows the database's clock at every heartbeat
-	}
-	if now := c.now(); slot.After(now) {
+	if now := c.begun(ctx, c.now()); slot.After(now) {
 		return nil, fmt.Errorf("prescient: fire slot %s: it has not begun (now %s): its jobs would run before their time",
 			slot.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 	}

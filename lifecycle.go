@@ -25,7 +25,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.isRunning() {
 		return errors.New("prescient: start: already running")
 	}
-	c.syncClock(ctx) // before anything is timed
+	c.databaseNow(ctx) // says if the host's clock is off the database's
 	if old, err := c.drv.GridGet(ctx); err == nil && (old.Resolution != c.cfg.Grid.Resolution || old.Offset != c.cfg.Grid.Offset) {
 		c.log.Warn("the slot grid changed: jobs scheduled on the old grid are moved onto the new one by the sweep, and the SQL functions now round to the new grid",
 			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())

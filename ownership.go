@@ -72,7 +72,6 @@ func (c *Client) Heartbeat(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.ServerTimeout/2)
 		defer cancel()
 	}
-	c.syncClock(ctx)
 	now := c.now()
 	if c.cfg.AutoOwnership {
 		servers, err := c.drv.ServerList(ctx)

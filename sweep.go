@@ -31,11 +31,6 @@ func (c *Client) Sweep(ctx context.Context, mode SweepMode) (*SweepResult, error
 	if _, err := ParseSweepMode(string(mode)); err != nil {
 		return nil, fmt.Errorf("prescient: sweep: %w", err)
 	}
-	if !c.isRunning() {
-		// A `prescient sweep` from a host whose clock runs ahead would
-		// fire every server's slots early (see syncClock).
-		c.syncClock(ctx)
-	}
 	return c.sweep(ctx, ctx, mode, SweepCall)
 }
 
@@ -85,7 +80,10 @@ func (c *Client) sweep(workCtx, hardCtx context.Context, mode SweepMode, trigger
 	began := time.Now()
 	defer func() { c.sweepFinished(trigger, mode, res, time.Since(began), err) }()
 	now := c.now()
-	cur := c.cfg.Grid.Floor(now)
+	// The slots before the one in progress, by this host's clock or the
+	// database's, the earlier: a sweep from a host whose clock ran ahead
+	// fired every server's slots before they began (see clock.go).
+	cur := c.cfg.Grid.Floor(c.begun(workCtx, now))
 	res = &SweepResult{Mode: mode}
 	if mode == SweepReslot {
 		// In batches, each its own transaction, the next slot taken
