@@ -160,6 +160,7 @@ func (c *Client) warnNameTaken(ctx context.Context) {
 		return // the heartbeat that follows says what is wrong
 	}
 	now := c.now()
+	var older []string
 	for _, s := range servers {
 		if s.Name == c.cfg.Server && s.Live(now, c.cfg.ServerTimeout) {
 			c.log.Warn("a live server is registered under this server's name already: another process with the same name "+
@@ -167,6 +168,18 @@ func (c *Client) warnNameTaken(ctx context.Context) {
 				"registered_at", s.StartedAt, "last_heartbeat", s.HeartbeatAt)
 			return
 		}
+		if s.Name != c.cfg.Server && s.Ownership == "" && s.Live(now, c.cfg.ServerTimeout) {
+			older = append(older, s.Name)
+		}
+	}
+	if len(older) > 0 && len(c.cfg.Ownership) > 0 && !c.cfg.AutoOwnership {
+		// An older prescient does not record how it owns positions: with
+		// automatic ownership it counts this server among its own kind and
+		// leaves it positions this server does not fire, which wait for a
+		// sweep (found by a trial of a rolling upgrade).
+		c.log.Warn("live servers of an older prescient do not say how they own positions: if they own them automatically, "+
+			"they count this static server as automatic and leave it positions it does not fire, whose jobs wait for the sweep; "+
+			"upgrade them before starting servers with static ownership", "servers", older)
 	}
 }
 
