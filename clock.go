@@ -25,13 +25,14 @@ import (
 const clockWarn = time.Second
 
 // databaseNow reads the database's clock, and returns the latest it can
-// be now: the reading plus the round trip it was made in. ok is false on
-// an injected clock, a store without a clock of its own, or an error.
+// be now: the reading plus the time its statement took (driver.Clock; a
+// wait for a connection does not count, or a read that waited would let a
+// slot be taken that much before it began). ok is false on an injected
+// clock, a store without a clock of its own, or an error.
 func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	if c.host == nil {
 		return time.Time{}, false
 	}
-	before := c.host()
 	db, err := c.drv.Clock(ctx)
 	after := c.host()
 	if err != nil || db.IsZero() {
@@ -40,12 +41,11 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 		}
 		return time.Time{}, false
 	}
-	rtt := max(after.Sub(before), 0)
-	// The database read its clock within the round trip: the host's is
-	// off by more than clockWarn when the difference to its midpoint is
-	// larger than that and half the round trip.
-	diff := before.Add(rtt / 2).Sub(db) // > 0: the host's clock is ahead
-	if off := diff.Abs() > clockWarn+rtt/2; c.skewed.Swap(off) != off {
+	// db is at most the statement's time past the database's clock as
+	// Clock returned, so the difference is the host's lead, or a little
+	// less.
+	diff := after.Sub(db) // > 0: the host's clock is ahead
+	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
 			way := "ahead of"
 			if diff < 0 {
@@ -57,7 +57,7 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 			c.log.Info("this host's clock agrees with the database's again", "difference", diff)
 		}
 	}
-	return db.Add(rtt), true
+	return db, true
 }
 
 // begun returns now, or the database's clock if that is earlier (see

@@ -127,3 +127,56 @@ func TestHostClockOffTheDatabaseIsWarned(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepOnAHostAheadWhileThePoolIsBusy: the database's clock was read
+// with the wait for a pool connection counted in its margin, so a sweep
+// whose read waited 4 s for the only connection took a slot almost that
+// long before it began (found by a review). Only the statement counts now.
+func TestSweepOnAHostAheadWhileThePoolIsBusy(t *testing.T) {
+	t.Parallel()
+	h := openPostgresConns(t, 1)
+	ctx := context.Background()
+	pool := h.store.(*postgres.Store).Pool()
+	ran := make(chan time.Time, 10)
+	reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		var now time.Time
+		err := j.Tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+		ran <- now
+		return time.Time{}, err
+	}, nil)
+	grid := slots.Grid{Resolution: time.Second}
+	cfg := prescient.WithHostClock(prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true},
+		func() time.Time { return time.Now().Add(10 * time.Minute) })
+	c, err := prescient.NewClient(h.store, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dbNow time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	app, err := prescient.NewClient(h.store, &prescient.Config{Server: "app", Checks: reg, Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := app.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "late", At: dbNow.Add(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx) // another user of the pool, for 4 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(4 * time.Second); conn.Release() }()
+	if _, err := c.Sweep(ctx, prescient.SweepRun); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-ran:
+		if at.Before(job.NextCheckAt) {
+			t.Errorf("the check of slot %s ran at %s by the database's clock, %s before its slot began",
+				job.NextCheckAt.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano), job.NextCheckAt.Sub(at))
+		}
+	default:
+	}
+}

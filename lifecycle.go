@@ -25,7 +25,6 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.isRunning() {
 		return errors.New("prescient: start: already running")
 	}
-	c.databaseNow(ctx) // says if the host's clock is off the database's
 	if old, err := c.drv.GridGet(ctx); err == nil && (old.Resolution != c.cfg.Grid.Resolution || old.Offset != c.cfg.Grid.Offset) {
 		c.log.Warn("the slot grid changed: jobs scheduled on the old grid are moved onto the new one by the sweep, and the SQL functions now round to the new grid",
 			"was", slots.Grid{Resolution: old.Resolution, Offset: old.Offset}.String(), "now", c.cfg.Grid.String())
@@ -66,8 +65,16 @@ func (c *Client) Start(ctx context.Context) error {
 	// on: a server whose start-up sweep takes long fires its slots on time,
 	// with the positions its heartbeats take (another's, a server having
 	// died) meanwhile.
+	//
+	// The start-up sweep stops at the slot in progress by the database's
+	// clock if it is behind this host's (see sweep), and the ticks begin
+	// there: on a host ahead of the database, the slots between are this
+	// server's ticks' (a server fires its own slots by its host's clock),
+	// rather than left to the next sweep. Reading the database's clock
+	// also warns of a host whose clock is off it.
+	now := c.begun(ctx, c.now())
 	if !c.cfg.SweepOnStartDisabled {
-		cut := c.cfg.Grid.Floor(c.now())
+		cut := c.cfg.Grid.Floor(now)
 		c.tickMu.Lock()
 		c.lastGood = c.cfg.Grid.Add(cut, -1)
 		c.tickMu.Unlock()

@@ -15,7 +15,7 @@
 // Times passed in are UTC; times stored as check times are already on the
 // slot grid (the client rounds before calling). A driver never reads the
 // database's clock where the engine's time matters: "now" always comes in as
-// a parameter.
+// a parameter (Clock reads it for the engine to compare with its own).
 package driver
 
 import (
@@ -41,9 +41,10 @@ type Driver interface {
 	// Features says what the store can do.
 	Features() Features
 	// Clock reads the database server's clock, for a store whose database
-	// runs on a host of its own (PostgreSQL): the engine, on the host's
-	// clock, follows it when the two disagree. A store that shares the
-	// client's host (SQLite) returns the zero time.
+	// runs on a host of its own (PostgreSQL), and returns the latest it can
+	// be as Clock returns: the reading plus the time its statement took, a
+	// wait for a connection left out. A store that shares the client's host
+	// (SQLite) returns the zero time.
 	Clock(ctx context.Context) (time.Time, error)
 
 	// Begin starts a processing transaction (see Tx). It may wait for a

@@ -89,11 +89,18 @@ func (s *Store) ServerDelete(ctx context.Context, name string, startedAt time.Ti
 }
 
 // Clock reads the database server's clock (clock_timestamp(), not the
-// transaction's start).
+// transaction's start), plus the time the statement took: timed once the
+// connection is had, so that a wait for one does not count.
 func (s *Store) Clock(ctx context.Context) (time.Time, error) {
-	var t time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return time.Time{}, fmt.Errorf("read the database's clock: %w", interpretError(ctx, err))
 	}
-	return t.UTC(), nil
+	defer conn.Release()
+	var t time.Time
+	began := time.Now()
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", interpretError(ctx, err))
+	}
+	return t.Add(time.Since(began)).UTC(), nil
 }
