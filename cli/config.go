@@ -56,8 +56,10 @@ const (
 // and its line, "prescient.yaml:3: ${DATABASE_URL} is not set", never an
 // empty value (a variable set to "" expands to nothing); so is a $ that
 // starts no reference. Comments may hold either. The value is inserted as
-// it is, so quote the reference ("${PASSWORD}") when it may hold YAML syntax
-// such as ": " or " #".
+// it is, so write the reference between single quotes ('${PASSWORD}') when
+// it may hold YAML syntax such as ": " or " #"; a reference that is a whole
+// value must be read as its variable's value, or it is an error (see
+// envRefErrors.misread).
 //
 // The file is one YAML document: a "---" or "..." after its first key is an
 // error at that line, since the keys after it would be ignored. Decoding
@@ -500,7 +502,7 @@ func (c *Config) decode(name string, raw []byte, lookupEnv func(string) (string,
 	if errs := refErrs.in(name, root); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if errs := refErrs.cutByComment(name, root); len(errs) > 0 {
+	if errs := refErrs.misread(name, root); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if root.Kind != yaml.MappingNode {
@@ -578,6 +580,9 @@ var yamlCommentRE = regexp.MustCompile(`(^|\s)#`)
 // the file does not define, which gives no line.
 var yamlAnchorRE = regexp.MustCompile(`^unknown anchor '(.+)' referenced$`)
 
+// yamlAnchorInRE finds the same within an error message.
+var yamlAnchorInRE = regexp.MustCompile(`unknown anchor '.+' referenced`)
+
 // yamlParserProblems are the problems yaml.v3's parser (not its scanner)
 // reports. For them it gives the line before the one it means: the line of
 // a mark it counts from 0 (the construct the problem is in, such as an
@@ -624,7 +629,7 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 			// is 0: the problem is on the first line.
 			line = 1
 		}
-		if last := lastContentLine(data); line > last && last > 0 {
+		if last := lastContentLine(data); line > last && last > 0 && strings.HasPrefix(msg, "did not find expected") {
 			// The parser reached the end of the file looking for what a
 			// line opened ("log: {"): it names the line after the last.
 			line, msg = last, msg+" (at the end of the file: a bracket or quote opened on this line or before is not closed)"
@@ -655,11 +660,11 @@ func parseDocument(name string, data []byte) (*yaml.Node, error) {
 }
 
 // lastContentLine returns the number of the last line of data that holds
-// more than white space, 0 for none.
+// more than white space and a comment, 0 for none.
 func lastContentLine(data []byte) int {
 	last := 0
 	for i, l := range bytes.Split(data, []byte("\n")) {
-		if len(bytes.TrimSpace(l)) > 0 {
+		if l = bytes.TrimSpace(l); len(l) > 0 && l[0] != '#' {
 			last = i + 1
 		}
 	}
@@ -691,6 +696,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 	refs := &envRefErrors{marker: "prescientenv" + strings.ToLower(rand.Text())}
 	var b bytes.Buffer
 	line := 1
+	lineStart, outLineStart := 0, 0 // where the line begins in raw and in b
 	// echoes says the error names what was written, which may be part of a
 	// password (see envRefErrors.in).
 	bad := func(err error, echoes bool) {
@@ -702,6 +708,7 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		if c != '$' {
 			if c == '\n' {
 				line++
+				lineStart, outLineStart = i+1, b.Len()+1
 			}
 			b.WriteByte(c)
 			i++
@@ -740,14 +747,14 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 		}
 		v, ok := lookupEnv(name)
 		// A secret file's trailing line break is not part of the value.
-		raw := v
+		given := v
 		v = strings.TrimRight(v, "\r\n")
 		switch {
 		case !ok:
 			// A ${NAME} is written on purpose; a $NAME may be a piece of a
 			// password that holds a $.
 			bad(fmt.Errorf("%s is not set (write $$ for a literal $)", ref), ref[1] != '{')
-		case raw != "" && v == "":
+		case given != "" && v == "":
 			// A secret mounted empty: not the empty value written on purpose.
 			bad(fmt.Errorf("%s holds only line breaks", ref), ref[1] != '{')
 		case strings.ContainsAny(v, "\r\n\u0085\u2028\u2029"): // YAML's line breaks
@@ -755,8 +762,14 @@ func expandEnv(raw []byte, lookupEnv func(string) (string, bool)) ([]byte, *envR
 			// and every later error would name the wrong line.
 			bad(fmt.Errorf("%s holds a line break inside its value: a value in the file is one line (remove the line break from the variable)", ref), ref[1] != '{')
 		default:
+			lineEnd := bytes.IndexByte(raw[i:], '\n')
+			if lineEnd < 0 {
+				lineEnd = len(raw) - i
+			}
+			e := envExpansion{line: line, ref: ref, value: v, col: utf8.RuneCount(b.Bytes()[outLineStart:])}
+			e.quote, e.whole = wholeValue(string(raw[lineStart:i]), string(raw[i+len(ref):i+lineEnd]))
+			refs.expanded = append(refs.expanded, e)
 			b.WriteString(v)
-			refs.expanded = append(refs.expanded, envExpansion{line: line, ref: ref, value: v})
 		}
 		i += len(ref)
 	}
@@ -787,10 +800,34 @@ type envRefErrors struct {
 	expanded []envExpansion
 }
 
-// envExpansion is a reference replaced by its variable's value, on line.
+// envExpansion is a reference replaced by its variable's value, on line,
+// at column col (from 0, in characters) of the expanded line.
 type envExpansion struct {
-	line       int
+	line, col  int
 	ref, value string
+	// whole says the reference is the whole of a block value (url:
+	// ${DATABASE_URL}, - ${X}), between quote, if any.
+	whole bool
+	quote string
+}
+
+var (
+	// wholeBefore matches what may come before a reference that is a
+	// whole value on its line: a key and ": ", list dashes, a quote.
+	wholeBefore = regexp.MustCompile(`^\s*(?:- +)*(?:[^#"'\s-][^#]*?: +)?(["']?)$`)
+	// wholeAfter matches what may come after one: the closing quote, and a
+	// comment.
+	wholeAfter = regexp.MustCompile(`^(["']?)[ \t]*(?:#.*)?\r?$`)
+)
+
+// wholeValue reports whether a reference between before and after (the
+// rest of its line in the file) is a whole value, and its quote.
+func wholeValue(before, after string) (quote string, whole bool) {
+	b, a := wholeBefore.FindStringSubmatch(before), wholeAfter.FindStringSubmatch(after)
+	if b == nil || a == nil || b[1] != a[1] {
+		return "", false
+	}
+	return b[1], true
 }
 
 // quoteHint names the references expanded on line, for an error there: a
@@ -809,7 +846,7 @@ func (r *envRefErrors) quoteHint(line int) string {
 		return ""
 	}
 	return fmt.Sprintf(" (the line holds %s, expanded before the file is read as YAML: "+
-		"if its value may hold YAML syntax, quote the reference, \"%s\")", strings.Join(refs, ", "), refs[0])
+		"if a value may hold YAML syntax, write the value between single quotes, '%s')", strings.Join(refs, ", "), refs[0])
 }
 
 // withQuoteHints adds quoteHint to each *ConfigError in err (one, or
@@ -823,7 +860,11 @@ func (r *envRefErrors) withQuoteHints(err error) error {
 		if errors.As(e, &ce) && ce.Line > 0 {
 			if h := r.quoteHint(ce.Line); h != "" {
 				c := *ce
-				c.Err = fmt.Errorf("%w%s", ce.Err, h)
+				msg := ce.Err.Error()
+				// An alias is named after what follows its *, which here
+				// may be a password's: not shown.
+				msg = yamlAnchorInRE.ReplaceAllString(msg, "unknown anchor (name not shown) referenced")
+				c.Err = fmt.Errorf("%s%s", msg, h)
 				return &c
 			}
 		}
@@ -839,12 +880,49 @@ func (r *envRefErrors) withQuoteHints(err error) error {
 	return hint(err)
 }
 
-// cutByComment returns an error for each expanded value that YAML cut at
-// a " #" (the rest read as a comment, dropped without a word): a plain
-// scalar on the reference's line whose comment holds the rest of the value.
-func (r *envRefErrors) cutByComment(file string, root *yaml.Node) []error {
+// misread returns an error for each expanded value YAML did not read as
+// it is. A reference that is a whole value (url: ${DATABASE_URL}) must be
+// read as its variable's value, character for character: one that holds
+// YAML syntax is otherwise read as something else without a word (a
+// password "s3cret #1" as "s3cret", "#s3cret" as nothing, "!pw" or "&a pw"
+// as a tag or an anchor taken off, "pa\tss" between double quotes with a
+// tab). Within a larger value (postgres://u:${P}@db), a " #" that cut the
+// value is found in the line's comment.
+func (r *envRefErrors) misread(file string, root *yaml.Node) []error {
+	var scalars []*yaml.Node
+	var visit func(n *yaml.Node)
+	visit = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode {
+			scalars = append(scalars, n)
+		}
+		for _, c := range n.Content {
+			visit(c)
+		}
+	}
+	visit(root)
 	var errs []error
 	for _, e := range r.expanded {
+		if e.value == "" {
+			continue // nothing, as written on purpose
+		}
+		if e.whole {
+			var at *yaml.Node
+			inside := false // a line of a scalar that began on a line before
+			for _, n := range scalars {
+				if n.Line == e.line && n.Column-1 == e.col-len(e.quote) {
+					at = n
+				}
+				inside = inside || n.Line < e.line && strings.Contains(n.Value, e.value)
+			}
+			if at == nil && inside || at != nil && at.Value == e.value {
+				continue
+			}
+			errs = append(errs, &ConfigError{File: file, Line: e.line, Err: fmt.Errorf(
+				"YAML does not read the value of %s as it is: it holds YAML syntax (a leading #, !, & or *, \" #\", spaces at its ends) "+
+					"or, between double quotes, a backslash or a \": write the reference between single quotes, '%s' "+
+					"(a ' in the value must then be doubled), or change the variable", e.ref, e.ref)})
+			continue
+		}
 		k := strings.Index(e.value, " #")
 		if t := strings.Index(e.value, "\t#"); t >= 0 && (k < 0 || t < k) {
 			k = t
@@ -853,21 +931,16 @@ func (r *envRefErrors) cutByComment(file string, root *yaml.Node) []error {
 			continue
 		}
 		rest := e.value[k+1:]
-		var cut bool
-		var visit func(n *yaml.Node)
-		visit = func(n *yaml.Node) {
-			if n.Line == e.line && n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 {
-				cut = cut || strings.Contains(n.LineComment, rest)
+		for _, n := range scalars {
+			// A reference written in the comment itself leaves its whole
+			// value there: not a cut.
+			if n.Line == e.line && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 &&
+				strings.Contains(n.LineComment, rest) && !strings.Contains(n.LineComment, e.value) {
+				errs = append(errs, &ConfigError{File: file, Line: e.line, Err: fmt.Errorf(
+					"the value of %s holds \" #\", and YAML read the rest of the line from there as a comment, "+
+						"cutting the value: write the whole value between single quotes ('…%s…')", e.ref, e.ref)})
+				break
 			}
-			for _, c := range n.Content {
-				visit(c)
-			}
-		}
-		visit(root)
-		if cut {
-			errs = append(errs, &ConfigError{File: file, Line: e.line, Err: fmt.Errorf(
-				"the value of %s holds \" #\", and YAML read the rest of the line from there as a comment, "+
-					"cutting the value: quote the reference, \"%s\"", e.ref, e.ref)})
 		}
 	}
 	return errs

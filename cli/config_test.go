@@ -219,6 +219,9 @@ func TestConfigErrors(t *testing.T) {
 		// The parser names the line after the last, past the end of the file.
 		{"a bracket not closed at the end", "workers: 2\nlog: {\n\n", []string{":2: not valid YAML: did not find expected node content (at the end of the file: a bracket"}, nil},
 		{"a bracket not closed, no last line break", "workers: 2\nlog: [", []string{":2: not valid YAML", "at the end of the file"}, nil},
+		// Not a bracket: its own line and hint (found by a review).
+		{"a tab on a last line", "workers: 2\n\t\n", []string{":2: not valid YAML: found a tab character", "the line holds a tab"}, nil},
+		{"a bracket not closed before a comment", "workers: 2\nlog: {\n# the end\n", []string{":2: not valid YAML", "at the end of the file"}, nil},
 		// Found by a review: a longer alias or a comment naming the
 		// missing one, and a NEL (which YAML allows) before the control
 		// character, were taken for the line.

@@ -26,7 +26,8 @@ func TestEnvValueHoldingYAMLSyntax(t *testing.T) {
 		}
 		msg := err.Error()
 		ref := strings.TrimSpace(strings.SplitN(strings.Split(tc.config, "\n")[1], ":", 2)[1])
-		if !strings.Contains(msg, ":2:") || !strings.Contains(msg, "quote the reference, \""+ref+"\"") {
+		if !strings.Contains(msg, ":2:") || !strings.Contains(msg, ref) || !strings.Contains(msg, "single quotes, '"+ref+"'") ||
+			strings.Contains(msg, "debug") || strings.Contains(msg, "postgres://db") {
 			t.Errorf("%q with %q: %v; want an error at line 2 naming %s and saying to quote it", tc.config, tc.value, msg, ref)
 		}
 	}
@@ -49,7 +50,7 @@ func TestEnvValueCutByComment(t *testing.T) {
 			t.Errorf("%q: accepted, database.url %q; want an error (the value was cut at its #)", v, cfg.Database.URL)
 			continue
 		}
-		if msg := err.Error(); !strings.Contains(msg, ":2:") || !strings.Contains(msg, `"${DATABASE_URL}"`) || strings.Contains(msg, "s3cret") {
+		if msg := err.Error(); !strings.Contains(msg, ":2:") || !strings.Contains(msg, `'${DATABASE_URL}'`) || strings.Contains(msg, "s3cret") {
 			t.Errorf("%q: %v; want an error at line 2 saying to quote ${DATABASE_URL}, not showing the value", v, msg)
 		}
 	}
@@ -63,6 +64,56 @@ func TestEnvValueCutByComment(t *testing.T) {
 		cfg, err := loadConfig(path, envOf(map[string]string{"DATABASE_URL": tc.value}))
 		if err != nil || cfg.Database.URL != tc.value {
 			t.Errorf("%q with %q: %v, url %q; want the value as it is", tc.config, tc.value, err, cfg.Database.URL)
+		}
+	}
+}
+
+// TestEnvValueReadAsItIs: a reference that is a whole value must be read as
+// its variable's value: YAML took a leading # for a comment (url: "" and no
+// error), a leading ! or & for a tag or an anchor, and between double
+// quotes (the fix the hint gave) read backslash escapes; each is an error
+// now, naming the reference and not the value. A reference in a comment,
+// and values YAML reads as they are, are not (found by a review).
+func TestEnvValueReadAsItIs(t *testing.T) {
+	for _, tc := range []struct{ config, value string }{
+		{"database:\n  url: ${P}\n", "#s3cret"},
+		{"database:\n  url: ${P}\n", "!QAZ2wsx"},
+		{"database:\n  url: ${P}\n", "&s3cret pw"},
+		{"database:\n  url: ${P}\n", "!tag pw"},
+		{"database:\n  url: \"${P}\"\n", `pa\tss`},
+		{"database:\n  url: \"${P}\"\n", `pa\x41ss`},
+		{"database:\n  url: ${P}   # the primary\n", "s3cret #1"},
+		{"database:\n  url: postgres://u:${P}@db/app\n", "a #b"},
+	} {
+		path := writeConfig(t, tc.config)
+		cfg, err := loadConfig(path, envOf(map[string]string{"P": tc.value}))
+		if err == nil {
+			t.Errorf("%q with %q: accepted, database.url %q; want an error", tc.config, tc.value, cfg.Database.URL)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, ":2:") || !strings.Contains(msg, "${P}") || !strings.Contains(msg, "single quotes") ||
+			strings.Contains(msg, "s3cret") || strings.Contains(msg, "QAZ2wsx") || strings.Contains(msg, `pa\`) {
+			t.Errorf("%q with %q: %v; want an error at line 2 naming ${P}, saying to use single quotes, not showing the value", tc.config, tc.value, msg)
+		}
+	}
+	// An alias to no anchor is named after what follows the *: not shown.
+	path := writeConfig(t, "database:\n  url: ${P}\n")
+	if _, err := loadConfig(path, envOf(map[string]string{"P": "*QAZ2wsx"})); err == nil || strings.Contains(err.Error(), "QAZ2wsx") {
+		t.Errorf("*QAZ2wsx: %v; want an error not showing it", err)
+	}
+	for _, tc := range []struct{ config, value, want string }{
+		{"database:\n  url: '${P}'\n", `pa\tss #1 !x`, `pa\tss #1 !x`},
+		{"database:\n  schema: app # for ${P}\n", "postgres://u:pw #1", ""},
+		{"database:\n  url: postgres://db/app # user ${P}\n", "x #y", "postgres://db/app"},
+		{"database:\n  url: ${P}\n", "", ""},
+		{"database:\n  url: ${P} # the primary\n", "postgres://u:pw@db/app", "postgres://u:pw@db/app"},
+		{"database:\n  url: >-\n    ${P}\n", "postgres://db/app", "postgres://db/app"},
+		{"database:\n  url: \"postgres://db/app?\n    ${P}\"\n", "sslmode=disable", "postgres://db/app? sslmode=disable"},
+	} {
+		path := writeConfig(t, tc.config)
+		cfg, err := loadConfig(path, envOf(map[string]string{"P": tc.value}))
+		if err != nil || cfg.Database.URL != tc.want {
+			t.Errorf("%q with %q: %v, url %q; want %q", tc.config, tc.value, err, cfg.Database.URL, tc.want)
 		}
 	}
 }

@@ -162,9 +162,8 @@ func parseTimeFlag(flag, s string) (time.Time, error) {
 func parseRFC3339(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil && strings.ContainsAny(s, "tz") {
-		if t, uerr := time.Parse(time.RFC3339, strings.ToUpper(s)); uerr == nil {
-			return t, nil
-		}
+		// Its error, too: 2030-04-31t00:00:00z is no real day.
+		return time.Parse(time.RFC3339, strings.ToUpper(s))
 	}
 	return t, err
 }
@@ -184,8 +183,14 @@ func parseAfter(at string, id int64, item, timeName string) (t time.Time, ok boo
 	case at == "":
 		return time.Time{}, false, nil
 	}
-	if t, err = parseTimeFlag("--after-at", at); err != nil {
-		return time.Time{}, false, err
+	// A cursor, not a check time: a job stored past the range (by an older
+	// prescient) is listed at its end, 2200-01-01T00:00:00Z, and the hint
+	// after it names that.
+	if t, err = parseRFC3339(at); err != nil {
+		if why := noRealTime(err); why != "" {
+			return time.Time{}, false, fmt.Errorf("--after-at %q is no real time: %s", at, why)
+		}
+		return time.Time{}, false, fmt.Errorf("--after-at %q is not an RFC 3339 time (the previous page's hint gives it)", at)
 	}
 	return t.UTC(), true, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,4 +39,17 @@ func TestScheduleAtZeroTimeIsRefused(t *testing.T) {
 		t.Errorf("reschedule --at 0001-01-01T00:00:00Z: accepted:\n%s", out)
 	}
 	wantContains(t, "jobs show", h.mustRun("jobs", "show", "order", "1"), "2030-06-01T15:00:00Z")
+}
+
+// TestAfterAtTakesTheRangeEnd: --after-at is the cursor a listing's hint
+// gives, and a job an older prescient stored past 2200 is listed at
+// 2200-01-01T00:00:00Z, the range's end: the cursor takes it (found by a
+// review). And a lower-case time that is no real day says so.
+func TestAfterAtTakesTheRangeEnd(t *testing.T) {
+	if got, ok, err := parseAfter("2200-01-01T00:00:00Z", 7, "job", "next check"); err != nil || !ok || !got.Equal(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("parseAfter(2200-01-01T00:00:00Z) = %s, %v, %v; want it taken", got, ok, err)
+	}
+	if _, err := parseTimeFlag("--at", "2030-04-31t00:00:00z"); err == nil || !strings.Contains(err.Error(), "is no real time: day out of range") {
+		t.Errorf("--at 2030-04-31t00:00:00z: %v; want \"is no real time: day out of range\"", err)
+	}
 }
