@@ -52,9 +52,10 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 				way = "behind"
 			}
 			c.log.Warn("this host's clock is "+way+" the database's: this server fires its slots that much early or late "+
-				"(its sweeps fire no slot before it begins by the database's clock); set the host's clock right (NTP)", "difference", diff)
+				"(its sweeps fire no slot before it begins by the database's clock); set the host's clock right (NTP)",
+				"difference", diff.Round(time.Second))
 		} else {
-			c.log.Info("this host's clock agrees with the database's again", "difference", diff)
+			c.log.Info("this host's clock agrees with the database's again", "difference", diff.Round(time.Millisecond))
 		}
 	}
 	return db, true

@@ -122,7 +122,7 @@ func TestHostClockOffTheDatabaseIsWarned(t *testing.T) {
 		switch {
 		case tc.want == "" && warned:
 			t.Errorf("host %s off: warned, want nothing:\n%s", skew, log.String())
-		case tc.want != "" && (!strings.Contains(log.String(), tc.want) || !strings.Contains(log.String(), "difference=")):
+		case tc.want != "" && (!strings.Contains(log.String(), tc.want) || !strings.Contains(log.String(), "difference="+skew.String()+"\n")):
 			t.Errorf("host %s off: log\n%s\nwant a warning %q saying by how much", skew, log.String(), tc.want)
 		}
 	}

@@ -169,6 +169,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"jobs", "list", "--slot", "0001-01-01T00:00:00Z"}, []string{`--slot "0001-01-01T00:00:00Z" is outside the supported range`}},
 		{[]string{"history", "--limit", "-3"}, []string{"--limit -3"}},
 		{[]string{"history", "--since", "1h", "--until", "2h"}, []string{`--since "1h"`, `is not before --until "2h"`, "--since takes the longer one"}},
+		{[]string{"history", "--since", "2026-11-27T00:00:00Z", "--until", "2026-11-26T00:00:00Z"}, []string{`is not before --until "2026-11-26T00:00:00Z" (2026-11-26T00:00:00Z)`}},
 		{[]string{"schedule", "order", "1", "c", "--in", "1h", "--payload", ""}, []string{"--payload is empty", "leave --payload out"}},
 		{[]string{"status", "--upcoming", "0"}, []string{"--upcoming 0"}},
 		{[]string{"--config", "/nonexistent/prescient.yaml", "slots"}, []string{"/nonexistent/prescient.yaml"}},

@@ -48,8 +48,12 @@ func (o *historyOpts) Validate() error {
 		return err
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return fmt.Errorf("--since %q (%s) is not before --until %q (%s): a duration means that long ago, so --since takes the longer one",
-			o.since, f.Since.Format(time.RFC3339), o.until, f.Until.Format(time.RFC3339))
+		why := ""
+		if _, err := time.ParseDuration(o.since); err == nil {
+			why = ": a duration means that long ago, so --since takes the longer one"
+		}
+		return fmt.Errorf("--since %q (%s) is not before --until %q (%s)%s",
+			o.since, f.Since.Format(time.RFC3339), o.until, f.Until.Format(time.RFC3339), why)
 	}
 	if o.key != "" && o.entity == "" {
 		return fmt.Errorf("--key %q needs --entity: keys are unique only within an entity", o.key)
@@ -186,6 +190,12 @@ func printHistory(ctx context.Context, out, errOut io.Writer, c *prescient.Clien
 		more += fmt.Sprintf(": for the next page, run the same command with --after-at %s --after-id %d",
 			last.FinishedAt.UTC().Format(time.RFC3339Nano), last.ID)
 	}
+	if now := o.now(); len(recs) == 0 && f.Since.After(now) {
+		// A mistyped year or an offset the wrong way: "no records" alone
+		// reads as "nothing finished".
+		defer fmt.Fprintf(errOut, "note: --since %s is in the future (now is %s): no record finished after it yet\n",
+			f.Since.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
 	if o.json {
 		if recs == nil {
 			recs = []*history.Record{}
@@ -198,12 +208,6 @@ func printHistory(ctx context.Context, out, errOut io.Writer, c *prescient.Clien
 	writeHistoryRecords(out, recs, o.full)
 	if more != "" {
 		fmt.Fprintln(out, more)
-	}
-	if now := o.now(); len(recs) == 0 && f.Since.After(now) {
-		// A mistyped year or an offset the wrong way: "no records" alone
-		// reads as "nothing finished".
-		fmt.Fprintf(errOut, "note: --since %s is in the future (now is %s): no record finished after it yet\n",
-			f.Since.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
