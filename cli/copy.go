@@ -173,7 +173,7 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	if own, others := otherInstalls(ctx, src); len(others) > 0 {
 		return elsewhereError(cfg, own, others) // a PostgreSQL source whose tables are in another schema
 	}
-	if err := refuseLiveServers(ctx, src.Driver(), time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
+	if err := refuseLiveServers(ctx, src.Driver(), "source", time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
 		return err
 	}
 	dst, err := postgres.Open(ctx, o.to, &postgres.Opts{Schema: o.toSchema})
@@ -183,6 +183,13 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	defer dst.Close()
 	if err := dst.Migrate(ctx); err != nil {
 		return fmt.Errorf("--to: %w", err)
+	}
+	// A server already running on the target keeps the grid it started
+	// with, and the copy would record the source's over it: its slots fire
+	// none of the copied jobs, which wait for the sweep (found by a trial
+	// of a move to PostgreSQL).
+	if err := refuseLiveServers(ctx, dst.Driver(), "target", time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
+		return err
 	}
 	prog := newProgress(errOut, "copy")
 	res, err := copyStoreProgress(ctx, src.Driver(), dst, o.pageSize, cfg.clientConfig().Grid, prog)
@@ -208,11 +215,14 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 // whose heartbeat is more recent than timeout (ownership.server_timeout)
 // keeps firing jobs on the source, and what it changes after the copy began
 // would not be copied. A stopped server has deregistered; one that crashed
-// counts as gone once its heartbeat is older than timeout.
-func refuseLiveServers(ctx context.Context, src driver.Driver, timeout time.Duration, now time.Time) error {
-	srvs, err := src.ServerList(ctx)
+// counts as gone once its heartbeat is older than timeout. On the target
+// (which is "target"), a server running keeps the grid it started with
+// while the copy records the source's: its slots would fire none of the
+// copied jobs.
+func refuseLiveServers(ctx context.Context, drv driver.Driver, which string, timeout time.Duration, now time.Time) error {
+	srvs, err := drv.ServerList(ctx)
 	if err != nil {
-		return fmt.Errorf("copy: list the source's servers: %w", err)
+		return fmt.Errorf("copy: list the %s's servers: %w", which, err)
 	}
 	var live []string
 	for _, s := range srvs {
@@ -220,12 +230,18 @@ func refuseLiveServers(ctx context.Context, src driver.Driver, timeout time.Dura
 			live = append(live, fmt.Sprintf("%s (heartbeat %s ago)", s.Name, max(now.Sub(s.HeartbeatAt), 0).Round(time.Second)))
 		}
 	}
-	if len(live) > 0 {
-		return fmt.Errorf("copy: the source is in use by %s: stop every prescient server before copying, "+
-			"or what they change after the copy began is lost (a server that crashed counts as gone after its last heartbeat by its own ownership.server_timeout, or %s)",
+	if len(live) == 0 {
+		return nil
+	}
+	if which == "target" {
+		return fmt.Errorf("copy: the target is in use by %s: stop its servers, and start them after the copy, "+
+			"or they keep the slot grid they started with while the copy records the source's, and fire none of the copied jobs "+
+			"(a server that crashed counts as gone after its last heartbeat by its own ownership.server_timeout, or %s)",
 			strings.Join(live, ", "), timeout)
 	}
-	return nil
+	return fmt.Errorf("copy: the source is in use by %s: stop every prescient server before copying, "+
+		"or what they change after the copy began is lost (a server that crashed counts as gone after its last heartbeat by its own ownership.server_timeout, or %s)",
+		strings.Join(live, ", "), timeout)
 }
 
 // samePostgres reports whether two PostgreSQL URLs and schemas name the same
@@ -378,8 +394,9 @@ func refuseNonEmpty(ctx context.Context, dst driver.Driver) error {
 		return fmt.Errorf("copy: read the target: %w", err)
 	}
 	if len(jobs) > 0 || len(recs) > 0 || len(events) > 0 {
-		return errors.New("copy: the target already holds pending jobs, history or events; copy only fills an empty prescient database " +
-			"(use a new database or --to-schema, or drop prescient's tables from the target first)")
+		return errors.New("copy: the target already holds pending jobs, history or events; copy only fills an empty prescient database: " +
+			"if it is an earlier copy of this source, you are done (copying it again elsewhere would make two sets of the same jobs, " +
+			"each fired by its own servers); otherwise use a new database or --to-schema, or drop prescient's tables from the target first")
 	}
 	return nil
 }

@@ -647,3 +647,31 @@ func TestCopyFromPostgresNamesItsSource(t *testing.T) {
 		t.Errorf("copy from PostgreSQL advises rewriting SQLite's queries:\n%s", out)
 	}
 }
+
+// TestCopyRefusesATargetInUse: a server already running on the target kept
+// the grid it started with while the copy recorded the source's over it,
+// and its slots fired none of the copied jobs, which waited for the sweep
+// (found by a trial of a move to PostgreSQL).
+func TestCopyRefusesATargetInUse(t *testing.T) {
+	t.Parallel()
+	url, schema := pgtest.Schema(t)
+	dst := openTarget(t, url, schema)
+	if err := dst.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	beat := time.Now().Add(-2 * time.Second)
+	if err := dst.ServerHeartbeat(context.Background(), &driver.Server{Name: "early", StartedAt: beat, HeartbeatAt: beat}); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+src+"\n")}
+	h.mustRun("migrate")
+	h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+	_, err := h.run("copy", "--to", url, "--to-schema", schema)
+	if err == nil || !strings.Contains(err.Error(), "the target is in use by early (heartbeat ") {
+		t.Errorf("copy into a target a server runs on: %v; want it refused, naming the server", err)
+	}
+	if jobs, err := dst.JobsExport(context.Background(), 0, 1); err != nil || len(jobs) != 0 {
+		t.Errorf("target after the refused copy: %d job(s), %v; want none", len(jobs), err)
+	}
+}

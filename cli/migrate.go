@@ -67,7 +67,11 @@ prints what was done as one JSON document for scripts.`,
 			}
 			if _, others := otherInstalls(cmd.Context(), st); len(others) > 0 {
 				prog.clear()
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: schema %s of this database holds prescient's tables already; this migrate makes another, empty set: "+
+				what := "schema %s of this database holds"
+				if len(others) > 1 {
+					what = "schemas %s of this database hold"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: "+what+" prescient's tables already; this migrate makes another, empty set: "+
 					"if your jobs are there (a store `prescient copy --to-schema` copied), set database.schema instead\n", strings.Join(others, ", "))
 			}
 			res, err := e.migrate(cmd.Context(), st, cfg, prog)
