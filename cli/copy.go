@@ -15,6 +15,7 @@ import (
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
+	"github.com/prescient-dev/prescient/sqlite"
 )
 
 // copyPageSizeDefault is how many jobs or history records `copy` reads and
@@ -173,6 +174,19 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	if own, others := otherInstalls(ctx, src); len(others) > 0 {
 		return elsewhereError(cfg, own, others) // a PostgreSQL source whose tables are in another schema
 	}
+	// A SQLite source is frozen while it is read: a server or an
+	// application writing to it meanwhile (schedule, reschedule, cancel)
+	// waits and fails, where its write was lost, or failed the copy with a
+	// message about ids (found by a trial of a move to PostgreSQL). Once
+	// copied, the file is marked so: a server started on it again would
+	// fire the same jobs as the servers on PostgreSQL.
+	var frozen *sqlite.Frozen
+	if lite, ok := src.(*sqlite.Store); ok {
+		if frozen, err = lite.Freeze(ctx); err != nil {
+			return fmt.Errorf("copy: %w (a server or an application is writing to it: stop them first)", err)
+		}
+		defer frozen.Release()
+	}
 	if err := refuseLiveServers(ctx, src.Driver(), "source", time.Duration(cfg.Ownership.ServerTimeout), time.Now()); err != nil {
 		return err
 	}
@@ -200,6 +214,12 @@ func runCopy(ctx context.Context, out, errOut io.Writer, cfg *Config, o *copyOpt
 	prog.done("%d job(s), %d history record(s), %d event(s), %d catalog entries copied", res.Jobs, res.History, res.Events, res.Catalog)
 	res.From = describeOpen(ctx, src, cfg)
 	res.To, res.toSchema, res.fromSQLite = describePostgres(o.to, o.toSchema), o.toSchema, cfg.Database.URL == ""
+	if frozen != nil {
+		if err := frozen.MarkCopied(ctx, res.To, time.Now()); err != nil {
+			fmt.Fprintf(errOut, "warning: the copy is done, but the SQLite file could not be marked as copied (%v): "+
+				"make sure no server runs on it again, or it fires the same jobs as the servers on PostgreSQL\n", err)
+		}
+	}
 	if o.json {
 		return writeJSON(out, struct {
 			*copyResult

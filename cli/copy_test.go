@@ -288,7 +288,19 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		t.Errorf("history of invoice/7 on the target: %+v, %v; want one resolved record", recs, err)
 	}
 
-	// A second copy into the same target is refused and changes nothing.
+	// A second copy is refused and changes nothing: the source is marked
+	// copied (a server started on it again fired the same jobs; found by a
+	// trial of a move to PostgreSQL), and so are the commands that write.
+	for _, args := range [][]string{{"copy", "--to", url, "--to-schema", schema}, {"run"}, {"schedule", "order", "9", "order_unshipped", "--in", "1h"}} {
+		if _, err = h.run(args...); err == nil || !strings.Contains(err.Error(), "was copied to postgres ") || !strings.Contains(err.Error(), "DELETE FROM prescient_copied") {
+			t.Errorf("%v after the copy: %v, want a refusal saying the file was copied", args, err)
+		}
+	}
+	if _, err := h.run("status"); err != nil {
+		t.Errorf("status after the copy: %v, want it to read the file", err)
+	}
+	// Unmarked, into the same target: refused, the target is not empty.
+	unmarkCopied(t, dbPath)
 	_, err = h.run("copy", "--to", url, "--to-schema", schema)
 	if err == nil || !strings.Contains(err.Error(), "already holds pending jobs, history or events") {
 		t.Errorf("second copy: %v, want a refusal saying the target is not empty", err)
@@ -461,6 +473,7 @@ func TestCopyMovesPendingDeliveries(t *testing.T) {
 		if len(args) > 0 && !strings.Contains(stderr, "--leave-deliveries is ignored") {
 			t.Errorf("copy %v did not say the flag is ignored:\n%s", args, stderr)
 		}
+		unmarkCopied(t, path) // for the next copy
 		dst, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
@@ -673,5 +686,56 @@ func TestCopyRefusesATargetInUse(t *testing.T) {
 	}
 	if jobs, err := dst.JobsExport(context.Background(), 0, 1); err != nil || len(jobs) != 0 {
 		t.Errorf("target after the refused copy: %d job(s), %v; want none", len(jobs), err)
+	}
+}
+
+// unmarkCopied deletes the mark copy leaves on a SQLite file, as the
+// refusal says to.
+func unmarkCopied(t *testing.T, path string) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.DB().Exec(`DELETE FROM prescient_copied`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCopyFreezesTheSource: copy read a SQLite file page by page while an
+// application kept writing to it, and what it wrote meanwhile was lost (29
+// jobs, a reschedule), or failed the copy with a message about ids (found
+// by a trial of a move to PostgreSQL). Copy holds the file's write lock
+// while it reads: a writer waits, and fails loudly; a copy that cannot
+// take the lock says why.
+func TestCopyFreezesTheSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, schema := pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "src.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+path+"\n  busy_timeout: 700ms\nguards:\n  runtime: 100ms\ngroup_duration: 100ms\n")}
+	h.mustRun("migrate")
+	h.mustRun("schedule", "order", "1", "order_unshipped", "--in", "1h")
+	// A writer holds the lock: copy cannot freeze the file, and says so.
+	writer, err := sqlite.Open(ctx, path, &sqlite.Opts{BusyTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	frozen, err := writer.Freeze(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.run("copy", "--to", url, "--to-schema", schema); err == nil || !strings.Contains(err.Error(), "a server or an application is writing to it") {
+		t.Errorf("copy while another holds the write lock: %v; want it refused, saying so", err)
+	}
+	// Frozen, the file refuses other writers (as copy's lock does).
+	if _, err := h.run("schedule", "order", "2", "order_unshipped", "--in", "1h"); err == nil {
+		t.Errorf("schedule while the file is frozen: accepted; want it to fail, not be lost")
+	}
+	frozen.Release()
+	if _, err := h.run("copy", "--to", url, "--to-schema", schema); err != nil {
+		t.Errorf("copy once the lock is released: %v", err)
 	}
 }

@@ -242,6 +242,19 @@ func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (presc
 			st.Close()
 			return nil, cfg.pathError(fmt.Errorf("%s: %w", cfg.Database.Path, err))
 		}
+		// A file `prescient copy` moved to PostgreSQL: its jobs live there,
+		// and a server started on it again (a unit left enabled) fired them
+		// a second time (found by a trial of a move to PostgreSQL).
+		if to, at, copied, err := st.Copied(ctx); err != nil || copied {
+			st.Close()
+			if err == nil {
+				err = fmt.Errorf("%s %w to %s at %s by prescient copy: its jobs live there now, and prescient no longer writes to this file "+
+					"(start your servers on PostgreSQL: set database.url; commands that only read, such as status and history, still read the file; "+
+					"to use the file again anyway, as after a copy you dropped, run: sqlite3 %s 'DELETE FROM prescient_copied')",
+					cfg.Database.Path, errCopied, to, at.Format(time.RFC3339), cfg.Database.Path)
+			}
+			return nil, cfg.pathError(err)
+		}
 		return st, nil
 	}
 	st, err := postgres.Open(ctx, cfg.Database.URL, &postgres.Opts{Schema: cfg.Database.Schema, MaxConns: cfg.Database.MaxConns, Workers: cfg.Workers})
@@ -254,6 +267,9 @@ func openStore(ctx context.Context, cfg *Config, readOnly, existing bool) (presc
 	}
 	return st, nil
 }
+
+// errCopied marks the refusal of a SQLite file `prescient copy` copied.
+var errCopied = errors.New("was copied")
 
 // missingFile is the error of a command that only reads, run where
 // database.path names no file.

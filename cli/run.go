@@ -327,7 +327,7 @@ func (e *env) startOnce(ctx context.Context, base *Config, o *runOpts, log *slog
 	openCtx, cancel := context.WithTimeout(ctx, startupConnectMax)
 	st, err := openStore(openCtx, &cfg, false, false)
 	cancel()
-	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) {
+	if errors.Is(err, postgres.ErrPooler) || errors.Is(err, postgres.ErrEncoding) || errors.Is(err, errCopied) {
 		return nil, nil, permanentError{err} // the URL or the database must change: retrying cannot help
 	}
 	if err != nil {

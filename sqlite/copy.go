@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prescient-dev/prescient/driver"
 	"github.com/prescient-dev/prescient/history"
@@ -354,3 +355,52 @@ func (s *Store) OutboxImport(ctx context.Context, tx any, entries []*driver.Outb
 	}
 	return nil
 }
+
+// Copied says whether `prescient copy` copied this file to another store
+// (see Freeze), and where and when: its jobs live there now.
+func (s *Store) Copied(ctx context.Context) (target string, at time.Time, ok bool, err error) {
+	var us int64
+	err = s.db.QueryRowContext(ctx, `SELECT target, copied_at FROM prescient_copied`).Scan(&target, &us)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", time.Time{}, false, nil
+	case err != nil:
+		return "", time.Time{}, false, fmt.Errorf("read whether the file was copied: %w", err)
+	}
+	return target, time.UnixMicro(us).UTC(), true, nil
+}
+
+// A Frozen file holds its write lock for a copy: every other writer, in
+// this process or another, waits for it (and fails after its busy
+// timeout), so that nothing written while the copy reads is lost, and the
+// copy reads one state of the file.
+type Frozen struct {
+	tx *sql.Tx
+}
+
+// Freeze takes the file's write lock until the Frozen is released or
+// marked copied. Reads on the Store's other connections go on (WAL).
+func (s *Store) Freeze(ctx context.Context) (*Frozen, error) {
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock, now
+	if err != nil {
+		return nil, fmt.Errorf("take the write lock of the file: %w", err)
+	}
+	return &Frozen{tx: tx}, nil
+}
+
+// MarkCopied records that the file was copied to target (its description,
+// no password) and releases the lock.
+func (f *Frozen) MarkCopied(ctx context.Context, target string, at time.Time) error {
+	if _, err := f.tx.ExecContext(ctx, `INSERT INTO prescient_copied (id, target, copied_at) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET target = excluded.target, copied_at = excluded.copied_at`, target, at.UnixMicro()); err != nil {
+		_ = f.tx.Rollback()
+		return fmt.Errorf("mark the file copied: %w", err)
+	}
+	if err := f.tx.Commit(); err != nil {
+		return fmt.Errorf("mark the file copied: %w", err)
+	}
+	return nil
+}
+
+// Release releases the lock, recording nothing; after MarkCopied, a no-op.
+func (f *Frozen) Release() { _ = f.tx.Rollback() }
