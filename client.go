@@ -112,7 +112,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 	if drv.Features().MultiHost {
 		drv = &boundedDriver{Driver: drv, limit: c.ServerTimeout, runtime: c.Guards.Runtime, groupDuration: c.GroupDuration, checks: c.Checks}
 	}
-	cl := &Client{
+	return &Client{
 		cfg:           c,
 		store:         store,
 		drv:           drv,
@@ -124,8 +124,7 @@ func NewClient(store Store, cfg *Config) (*Client, error) {
 		unknown:       make(map[string]int),
 		unknownWarned: make(map[string]time.Time),
 		host:          host,
-	}
-	return cl, nil
+	}, nil
 }
 
 // validateFor reports a configuration the store cannot carry out.
