@@ -101,11 +101,23 @@ func (e *env) startDelivery(ctx context.Context, cfg *Config, secrets map[string
 		store prescient.Store
 	)
 	opened := make(chan struct{})
+	gate := e.deliveryGate
 	go func() {
 		defer close(opened)
 		st, dl := e.openDelivery(openCtx, cfg, log, secrets)
 		if dl == nil {
 			return
+		}
+		if gate != nil {
+			// Not before the server is built: on a database `run --migrate`
+			// is migrating, the workers warned three times that it was not
+			// migrated (found by a trial of a move to PostgreSQL).
+			select {
+			case <-gate:
+			case <-openCtx.Done():
+				st.Close()
+				return
+			}
 		}
 		mu.Lock()
 		d, store = dl, st

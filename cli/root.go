@@ -68,6 +68,9 @@ type env struct {
 	// progress, when set (by a command that draws one), is the progress
 	// line on opts.Err: the log records go around it.
 	progress *progress
+	// deliveryGate, when set (by run), holds the delivery workers back
+	// until it is closed: once the server is built, its store migrated.
+	deliveryGate <-chan struct{}
 }
 
 // flagError adds to an unknown one-dash flag (-5) how to pass an argument

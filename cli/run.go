@@ -157,6 +157,9 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	}
 	apiStarted, apiStop := e.serveAPI(ctx, cfg, apiToken, apiLn, log) // 503 until started
 	defer apiStop()
+	built := make(chan struct{})
+	var buildOnce sync.Once
+	e.deliveryGate = built
 	stopDelivery, err := e.startDelivery(ctx, cfg, secrets, log) // sinks: workers on a store of their own, stopped after the client
 	if err != nil {
 		return err
@@ -169,6 +172,9 @@ func (e *env) run(ctx context.Context, cfg *Config, log *slog.Logger, o *runOpts
 	// slots answered 503 "database unreachable" throughout; found by a
 	// trial of catch-up after downtime).
 	publish := func(c *prescient.Client) {
+		if c != nil {
+			buildOnce.Do(func() { close(built) }) // the store is migrated: the delivery workers may start
+		}
 		ready.started(c)
 		m.Watch(c)
 		apiStarted(c)
