@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -86,17 +87,10 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 		}
 		return t.UTC(), nil
 	}
-	t, err := parseRFC3339(s)
-	if why := noRealTime(err); why != "" {
-		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
-	}
-	if err == nil {
-		if !slots.InRange(t) {
-			// The zero time read as no bound: --until 0001-01-01T00:00:00Z
-			// listed everything.
-			return time.Time{}, fmt.Errorf("%s %q is outside the supported range %s", flag, s, slots.Range())
-		}
-		return t.UTC(), nil
+	// Outside the supported range, refused: the zero time read as no
+	// bound, --until 0001-01-01T00:00:00Z listed everything.
+	if t, err := parseTimeFlag(flag, s); !errors.Is(err, errNotRFC3339) {
+		return t.UTC(), err
 	}
 	return time.Time{}, fmt.Errorf("%s %q is neither an RFC 3339 time (e.g. 2030-06-01T15:04:05Z) nor a duration ago (e.g. 24h)%s", flag, s, durationHint(s))
 }

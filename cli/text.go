@@ -149,13 +149,17 @@ func parseTimeFlag(flag, s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s %q is no real time: %s", flag, s, why)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", flag, s)
+		return time.Time{}, fmt.Errorf("%s %q is %w (want e.g. 2030-06-01T15:04:05Z or 2030-06-01T17:04:05+02:00)", flag, s, errNotRFC3339)
 	}
 	if !slots.InRange(t) {
 		return time.Time{}, fmt.Errorf("%s %q is outside the supported range %s", flag, s, slots.Range())
 	}
 	return t, nil
 }
+
+// errNotRFC3339 is parseTimeFlag's error for text that is no RFC 3339 time
+// at all (parseWhen then tries it as a duration).
+var errNotRFC3339 = errors.New("not an RFC 3339 time")
 
 // parseRFC3339 reads an RFC 3339 time, whose T and Z may be written in
 // lower case (RFC 3339, 5.6), which Go's layout does not take.
