@@ -44,6 +44,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return fmt.Errorf("migrate: %w", interpretError(err))
 	}
+	// A file marked copied by a prescient that made no triggers refuses
+	// writes from here on, as one marked now does.
+	if _, _, copied, err := s.Copied(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	} else if copied {
+		if _, err := s.db.ExecContext(ctx, copiedTriggers); err != nil {
+			return fmt.Errorf("migrate: make the file marked copied refuse writes: %w", interpretError(err))
+		}
+	}
 	return nil
 }
 
