@@ -13,12 +13,12 @@ import (
 // was off ran checks saying "not shipped after 3 hours" before the 3 hours
 // were up; found by a trial of time). On a store whose database has a
 // clock of its own (PostgreSQL), a client on the host's clock reads the
-// database's at start and before each sweep and FireSlot: a slot that has
-// not begun by either clock is not fired by them, and a host whose clock
-// differs from the database's by more than clockWarn is logged, at WARN.
-// The ticks keep the host's clock (timing them on the database's was tried:
-// a tick armed on one clock and judged on the other fired each slot most
-// of a slot late).
+// database's at start, at each tick and before each sweep and FireSlot: a
+// slot that has not begun by either clock is not fired by them, and a host
+// whose clock differs from the database's by more than clockWarn is
+// logged, at WARN. The ticks are armed on the host's clock; on a host
+// ahead, each waits for the database's clock to reach its slot (see
+// tickOnTime).
 
 // clockWarn is how far the host's clock may differ from the database's
 // before the client warns: clocks kept by NTP agree far closer.

@@ -17,8 +17,9 @@ import (
 // aheadOfTheDatabase is a client on h whose host clock runs 10 minutes
 // ahead of the database's, with a check that records the database's clock
 // when it runs (on ran), and a job of it another client scheduled `in`
-// after the database's clock (as the SQL API would).
-func aheadOfTheDatabase(t *testing.T, h *harness, in time.Duration) (c *prescient.Client, job *prescient.Job, ran <-chan time.Time) {
+// after the database's clock (as the SQL API would). mods adjust the
+// client's configuration.
+func aheadOfTheDatabase(t *testing.T, h *harness, in time.Duration, mods ...func(*prescient.Config)) (c *prescient.Client, job *prescient.Job, ran <-chan time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	at := make(chan time.Time, 10)
@@ -29,8 +30,11 @@ func aheadOfTheDatabase(t *testing.T, h *harness, in time.Duration) (c *prescien
 		return time.Time{}, err
 	}, nil)
 	grid := slots.Grid{Resolution: time.Second}
-	cfg := prescient.WithHostClock(prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true},
-		func() time.Time { return time.Now().Add(10 * time.Minute) })
+	cfg := prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	cfg = prescient.WithHostClock(cfg, func() time.Time { return time.Now().Add(10 * time.Minute) })
 	c, err := prescient.NewClient(h.store, &cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -160,4 +164,29 @@ func TestSweepOnAHostAheadWhileThePoolIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	notEarly(t, job, ran)
+}
+
+// TestServerAheadFiresItsSlotsWhenTheyBegin: a server whose host clock
+// runs ahead of the database's fired its own slots by its host's clock, a
+// job due in 3 s at once, 10 minutes before its time by a clock 10 minutes
+// ahead (warned, and listed as known, since the trial of time). Its ticks
+// now wait for the database's clock to reach each slot: the job runs once,
+// not before its slot began by the database's clock.
+func TestServerAheadFiresItsSlotsWhenTheyBegin(t *testing.T) {
+	t.Parallel()
+	h := openPostgres(t)
+	ctx := context.Background()
+	c, job, ran := aheadOfTheDatabase(t, h, 3*time.Second, func(cfg *prescient.Config) { cfg.SweepOnStartDisabled = false })
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	runs := 0
+	for deadline := time.Now().Add(30 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a tick or two more: the job ran once
+	if runs += notEarly(t, job, ran); runs != 1 {
+		t.Errorf("the check ran %d time(s), want once", runs)
+	}
 }

@@ -69,9 +69,9 @@ func (c *Client) Start(ctx context.Context) error {
 	// The start-up sweep stops at the slot in progress by the database's
 	// clock if it is behind this host's (see sweep), and the ticks begin
 	// there: on a host ahead of the database, the slots between are this
-	// server's ticks' (a server fires its own slots by its host's clock),
-	// rather than left to the next sweep. Reading the database's clock
-	// also warns of a host whose clock is off it.
+	// server's ticks', each fired as the database's clock reaches it (see
+	// tickOnTime), rather than left to the next sweep. Reading the
+	// database's clock also warns of a host whose clock is off it.
 	now := c.begun(ctx, c.now())
 	if !c.cfg.SweepOnStartDisabled {
 		cut := c.cfg.Grid.Floor(now)
@@ -80,7 +80,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.tickMu.Unlock()
 	}
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.Tick(work) }))
+	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.tickOnTime(work) }))
 	if c.cfg.SweepSchedule != "-" {
 		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
 		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {
