@@ -219,6 +219,12 @@ func parseAtIn(at, in string, required bool) (time.Time, time.Duration, error) {
 	if err != nil || d < 0 {
 		return time.Time{}, 0, fmt.Errorf("--in %q is not a Go duration of 0 or more (want e.g. 90s, 15m or 3h30m)%s", in, durationHint(in))
 	}
+	// Refused before the database is opened (a SQLite file was created
+	// for a time the store then refused); the store judges the time
+	// again, from its own now.
+	if t := time.Now().Add(d); !slots.InRange(t) {
+		return time.Time{}, 0, fmt.Errorf("--in %q reaches %s, past the supported range %s", in, t.UTC().Format(time.RFC3339), slots.Range())
+	}
 	return time.Time{}, d, nil
 }
 

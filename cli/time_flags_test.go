@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,5 +52,26 @@ func TestAfterAtTakesTheRangeEnd(t *testing.T) {
 	}
 	if _, err := parseTimeFlag("--at", "2030-04-31t00:00:00z"); err == nil || !strings.Contains(err.Error(), "is no real time: day out of range") {
 		t.Errorf("--at 2030-04-31t00:00:00z: %v; want \"is no real time: day out of range\"", err)
+	}
+}
+
+// TestScheduleInPastTheRangeOpensNothing: schedule --in 2000000h (past
+// 2200) was refused by the store, after the command had opened the
+// database, creating a SQLite file that did not exist (found by a trial of
+// time): it is refused with the flags now.
+func TestScheduleInPastTheRangeOpensNothing(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "p.db")
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, "database:\n  path: "+db+"\n")}
+	for _, args := range [][]string{
+		{"schedule", "order", "1", "order_unshipped", "--in", "2000000h"},
+		{"reschedule", "order", "1", "order_unshipped", "--in", "2000000h"},
+	} {
+		out, err := h.run(args...)
+		if err == nil || !strings.Contains(err.Error(), `--in "2000000h" reaches `) || !strings.Contains(err.Error(), "past the supported range") {
+			t.Errorf("%s: %v\n%s; want it refused past the supported range", strings.Join(args, " "), err, out)
+		}
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("the database file was made for a refused command: %v", err)
 	}
 }
