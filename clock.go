@@ -16,9 +16,8 @@ import (
 // database's at start, at each tick and before each sweep and FireSlot: a
 // slot that has not begun by either clock is not fired by them, and a host
 // whose clock differs from the database's by more than clockWarn is
-// logged, at WARN. The ticks are armed on the host's clock; on a host
-// ahead, each waits for the database's clock to reach its slot (see
-// tickOnTime).
+// logged, at WARN. On a host ahead, the ticks are armed for when the
+// database's clock reaches each slot (see tickSchedule, tickOnTime).
 
 // clockWarn is how far the host's clock may differ from the database's
 // before the client warns: clocks kept by NTP agree far closer.
@@ -45,6 +44,7 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// Clock returned, so the difference is the host's lead, or a little
 	// less.
 	diff := after.Sub(db) // > 0: the host's clock is ahead
+	c.lead.Store(int64(diff))
 	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
 			way := "ahead of"
@@ -62,10 +62,37 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 }
 
 // begun returns now, or the database's clock if that is earlier (see
-// databaseNow): what the slots that have begun are judged by.
+// databaseNow): what the slots that have begun are judged by. Without a
+// reading (an error, or a wait for a connection past ctx), a host found
+// ahead at the latest reading is taken to be ahead by as much still: a
+// tick whose reading waited for a connection held by a slot fired every
+// slot up to the host's (found by a review).
 func (c *Client) begun(ctx context.Context, now time.Time) time.Time {
-	if db, ok := c.databaseNow(ctx); ok && db.Before(now) {
+	db, ok := c.databaseNow(ctx)
+	if !ok && c.host != nil {
+		if lead := time.Duration(c.lead.Load()); lead > 0 {
+			db, ok = now.Add(-lead), true
+		}
+	}
+	if ok && db.Before(now) {
 		return db
 	}
 	return now
+}
+
+// tickSchedule arms the ticks (a cron.Schedule): at every slot boundary of
+// the host's clock or, on a host found ahead of the database's (see lead),
+// at the host's time when the database's clock reaches each boundary. A
+// tick armed on the host's boundary waited there for the database's, and
+// the slot's time taken by the wait was missing for its firing: a firing
+// that then ran past the next boundary had the next tick skipped (ticks
+// never overlap), its slot fired one slot late (found by a review).
+type tickSchedule struct{ c *Client }
+
+func (s tickSchedule) Next(t time.Time) time.Time {
+	g := s.c.cfg.Grid
+	if lead := time.Duration(s.c.lead.Load()); lead > 0 && s.c.host != nil {
+		return g.Next(t.Add(-lead)).Add(lead)
+	}
+	return g.Next(t)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/postgres"
@@ -187,6 +189,43 @@ func TestServerAheadFiresItsSlotsWhenTheyBegin(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // a tick or two more: the job ran once
 	if runs += notEarly(t, job, ran); runs != 1 {
+		t.Errorf("the check ran %d time(s), want once", runs)
+	}
+}
+
+// TestServerAheadWhileThePoolIsBusy: a tick whose reading of the
+// database's clock waited past its bound for a connection (another user
+// of the pool held them all) went by the host's clock, and a server 10
+// minutes ahead fired every slot up to its host's, a job due in 5 s at
+// once (found by a review). It goes by the difference the last reading
+// found.
+func TestServerAheadWhileThePoolIsBusy(t *testing.T) {
+	t.Parallel()
+	h := openPostgresConns(t, 2)
+	ctx := context.Background()
+	c, job, ran := aheadOfTheDatabase(t, h, 5*time.Second, func(cfg *prescient.Config) { cfg.SweepOnStartDisabled = false })
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	pool := h.store.(*postgres.Store).Pool()
+	var held []*pgxpool.Conn
+	for range 2 {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, conn)
+	}
+	time.Sleep(1500 * time.Millisecond) // a tick or two, their readings waiting for a connection
+	for _, conn := range held {
+		conn.Release()
+	}
+	runs := 0
+	for deadline := time.Now().Add(30 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runs != 1 {
 		t.Errorf("the check ran %d time(s), want once", runs)
 	}
 }

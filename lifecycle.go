@@ -80,7 +80,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.tickMu.Unlock()
 	}
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	c.cron.Schedule(c.cfg.Grid, c.job(func(work, _ context.Context) { c.tickOnTime(work) }))
+	c.cron.Schedule(tickSchedule{c}, c.job(func(work, _ context.Context) { c.tickOnTime(work) }))
 	if c.cfg.SweepSchedule != "-" {
 		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
 		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {

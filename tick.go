@@ -49,12 +49,14 @@ func tickWindow(g slots.Grid, now, lastGood time.Time, lookBack time.Duration) (
 // A slot is in progress when it has begun by the client's clock and, on
 // the host's clock, by the database's too if that is behind (see begun).
 func (c *Client) Tick(ctx context.Context) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	c.tick(ctx, c.tickBegun(ctx, c.now()))
 }
 
 // clockWait bounds a tick's read of the database's clock: a read that
 // waits longer (for a pool connection, while a slot takes them all) leaves
-// the tick to the host's clock.
+// the tick to the difference the latest reading found (see begun).
 const clockWait = 250 * time.Millisecond
 
 // tickBegun is begun for a tick, within clockWait.
@@ -64,39 +66,47 @@ func (c *Client) tickBegun(ctx context.Context, now time.Time) time.Time {
 	return c.begun(ctx, now)
 }
 
-// tickOnTime is the engine's tick at each slot boundary of the host's
-// clock. On a host whose clock runs ahead of the database's, the slot of
-// that boundary has not begun by the database's clock: a tick then fired it
-// early by as much (a server 10 minutes ahead ran checks 10 minutes before
-// their time; noted by the trial of time and warned of since). It waits
-// for the database's clock to reach its next boundary (less than a slot)
-// and fires up to it, so that every slot is fired when it begins by both
-// clocks. (Arming the ticks on the database's clock was tried: a tick
-// armed on one clock and judged on the other fired each slot most of a
-// slot late.) A host behind the database's clock fires its slots late by
-// as much, as before.
+// tickOnTime is the engine's tick at each slot boundary (see
+// tickSchedule). On a host whose clock runs ahead of the database's, a
+// tick at the host's boundary found that slot not begun by the database's
+// clock, and fired it early by as much (a server 10 minutes ahead ran
+// checks 10 minutes before their time; noted by the trial of time and
+// warned of since). Ticks are now armed for the database's boundaries,
+// and a tick judges what has begun by the database's clock too; one that
+// comes a little before its boundary by it (the lead moved since the
+// tick was armed) waits for it, rather than leave its slot to the next
+// tick. (Moving the client's whole clock to the database's was tried: a
+// tick armed on one clock and judged on the other fired each slot most of
+// a slot late.) A host behind the database's clock fires its slots late
+// by as much, as before.
 func (c *Client) tickOnTime(ctx context.Context) {
-	now := c.now()
-	at := c.tickBegun(ctx, now)
-	if g := c.cfg.Grid; g.Floor(at).Before(g.Floor(now)) {
-		next := g.Next(at)
-		t := time.NewTimer(next.Sub(at))
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	if c.host == nil { // an injected clock, which the ticks' timing does not follow
+		c.tick(ctx, c.now())
+		return
+	}
+	at := c.tickBegun(ctx, c.now())
+	g := c.cfg.Grid
+	if wait := g.Next(at).Sub(at); wait < g.Resolution/2 {
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return
 		}
-		at = next
+		at = g.Next(at)
 	}
 	c.tick(ctx, at)
 }
 
 // tick fires the slots in progress at now and those missed before (see
-// Tick).
+// Tick). Its caller holds tickMu, and reads the clock once it has: a tick
+// that waited for the one before with the time it had read before it (the
+// tick after a start-up sweep, behind the first tick, whose check moved an
+// injected clock on) fired none of the slots that passed meanwhile.
 func (c *Client) tick(ctx context.Context, now time.Time) {
-	c.tickMu.Lock()
-	defer c.tickMu.Unlock()
 	g := c.cfg.Grid
 	var lookBack time.Duration
 	if c.cfg.AutoOwnership {
