@@ -16,8 +16,8 @@ import (
 // database's at start, at each tick and before each sweep and FireSlot: a
 // slot that has not begun by either clock is not fired by them, and a host
 // whose clock differs from the database's by more than clockWarn is
-// logged, at WARN. On a host ahead, the ticks are armed for when the
-// database's clock reaches each slot (see tickSchedule, tickOnTime).
+// logged, at WARN. The ticks are timed by the database's clock (see
+// tickLoop).
 
 // clockWarn is how far the host's clock may differ from the database's
 // before the client warns: clocks kept by NTP agree far closer.
@@ -47,13 +47,11 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	c.lead.Store(int64(diff))
 	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
-			way := "ahead of"
+			msg := "this host's clock is ahead of the database's: this server times its slots by the database's clock; set the host's clock right (NTP)"
 			if diff < 0 {
-				way = "behind"
+				msg = "this host's clock is behind the database's: this server fires its slots that much late; set the host's clock right (NTP)"
 			}
-			c.log.Warn("this host's clock is "+way+" the database's: this server fires its slots that much early or late "+
-				"(its sweeps fire no slot before it begins by the database's clock); set the host's clock right (NTP)",
-				"difference", diff.Round(time.Second))
+			c.log.Warn(msg, "difference", diff.Round(time.Second))
 		} else {
 			c.log.Info("this host's clock agrees with the database's again", "difference", diff.Round(time.Millisecond))
 		}
@@ -78,21 +76,4 @@ func (c *Client) begun(ctx context.Context, now time.Time) time.Time {
 		return db
 	}
 	return now
-}
-
-// tickSchedule arms the ticks (a cron.Schedule): at every slot boundary of
-// the host's clock or, on a host found ahead of the database's (see lead),
-// at the host's time when the database's clock reaches each boundary. A
-// tick armed on the host's boundary waited there for the database's, and
-// the slot's time taken by the wait was missing for its firing: a firing
-// that then ran past the next boundary had the next tick skipped (ticks
-// never overlap), its slot fired one slot late (found by a review).
-type tickSchedule struct{ c *Client }
-
-func (s tickSchedule) Next(t time.Time) time.Time {
-	g := s.c.cfg.Grid
-	if lead := time.Duration(s.c.lead.Load()); lead > 0 && s.c.host != nil {
-		return g.Next(t.Add(-lead)).Add(lead)
-	}
-	return g.Next(t)
 }

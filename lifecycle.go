@@ -70,7 +70,7 @@ func (c *Client) Start(ctx context.Context) error {
 	// clock if it is behind this host's (see sweep), and the ticks begin
 	// there: on a host ahead of the database, the slots between are this
 	// server's ticks', each fired as the database's clock reaches it (see
-	// tickOnTime), rather than left to the next sweep. Reading the
+	// tickLoop), rather than left to the next sweep. Reading the
 	// database's clock also warns of a host whose clock is off it.
 	now := c.begun(ctx, c.now())
 	if !c.cfg.SweepOnStartDisabled {
@@ -80,7 +80,6 @@ func (c *Client) Start(ctx context.Context) error {
 		c.tickMu.Unlock()
 	}
 	c.cron = cron.New(cron.WithLocation(time.UTC), cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	c.cron.Schedule(tickSchedule{c}, c.job(func(work, _ context.Context) { c.tickOnTime(work) }))
 	if c.cfg.SweepSchedule != "-" {
 		spec, _ := cron.ParseStandard(c.cfg.SweepSchedule) // validated with the config
 		c.cron.Schedule(spec, c.job(func(work, hard context.Context) {
@@ -107,7 +106,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.runMu.Lock()
 	c.running = true
-	c.wg.Add(2)
+	c.wg.Add(3)
 	c.runMu.Unlock()
 	// Heartbeat from here on, through the start-up sweep however long it
 	// runs: a server silent for ServerTimeout is taken for gone, its
@@ -119,6 +118,10 @@ func (c *Client) Start(ctx context.Context) error {
 	go func() {
 		defer c.wg.Done()
 		c.Tick(work) // the slot in progress at start-up
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.tickLoop(work) // and every slot boundary from here on
 	}()
 	c.cron.Start()
 	c.log.Info("started", "grid", c.cfg.Grid.String(), "auto_ownership", c.cfg.AutoOwnership, "positions", c.Positions())

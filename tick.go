@@ -66,39 +66,87 @@ func (c *Client) tickBegun(ctx context.Context, now time.Time) time.Time {
 	return c.begun(ctx, now)
 }
 
-// tickOnTime is the engine's tick at each slot boundary (see
-// tickSchedule). On a host whose clock runs ahead of the database's, a
-// tick at the host's boundary found that slot not begun by the database's
-// clock, and fired it early by as much (a server 10 minutes ahead ran
-// checks 10 minutes before their time; noted by the trial of time and
-// warned of since). Ticks are now armed for the database's boundaries,
-// and a tick judges what has begun by the database's clock too; one that
-// comes a little before its boundary by it (the lead moved since the
-// tick was armed) waits for it, rather than leave its slot to the next
-// tick. (Moving the client's whole clock to the database's was tried: a
-// tick armed on one clock and judged on the other fired each slot most of
-// a slot late.) A host behind the database's clock fires its slots late
-// by as much, as before.
-func (c *Client) tickOnTime(ctx context.Context) {
-	c.tickMu.Lock()
-	defer c.tickMu.Unlock()
-	if c.host == nil { // an injected clock, which the ticks' timing does not follow
-		c.tick(ctx, c.now())
-		return
-	}
-	at := c.tickBegun(ctx, c.now())
+// tickLoop ticks at every slot boundary until work ends. On a host whose
+// clock runs ahead of the database's, a tick at the host's boundary found
+// that slot not begun by the database's clock, and fired it early by as
+// much (a server 10 minutes ahead ran checks 10 minutes before their time;
+// noted by the trial of time and warned of since). The ticks are timed by
+// the database's clock instead, read at each tick (see tickAt): the loop
+// sleeps from the end of one tick to the next boundary by that clock, for
+// a duration, so that a step of the host's clock (NTP setting right a host
+// that was ahead) moves no tick; ticks armed on the host's wall clock with
+// the difference added were late by the step, and ticks that waited for
+// the database's boundary inside a cron job took that wait from the slot's
+// firing (found by two reviews). (Moving the client's whole clock to the
+// database's was tried before: a tick armed on one clock and judged on the
+// other fired each slot most of a slot late.) On an injected clock
+// (Config.Now) the ticks keep the host's boundaries, as before; a host
+// behind the database's clock fires its slots late by as much.
+//
+// Ticks never overlap. A tick that ran past the next boundary is followed
+// at once by the tick of that boundary, rather than at the one after.
+func (c *Client) tickLoop(work context.Context) {
 	g := c.cfg.Grid
-	if wait := g.Next(at).Sub(at); wait < g.Resolution/2 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+	at := time.Now()
+	if c.host != nil {
+		at = c.tickBegun(work, c.now())
+	}
+	for {
+		next := g.Next(at)
+		if !sleepCtx(work, next.Sub(at)) {
 			return
 		}
-		at = g.Next(at)
+		for {
+			end := c.tickAt(work, next)
+			if work.Err() != nil {
+				return
+			}
+			if passed := g.Floor(end); passed.After(next) {
+				next = passed // a boundary passed while it ran
+				continue
+			}
+			at = end
+			break
+		}
 	}
+}
+
+// tickAt is the tick of the boundary slot, and returns when it ended, on
+// the clock the loop runs on: the database's (see begun), or, on an
+// injected clock, the host's.
+func (c *Client) tickAt(ctx context.Context, slot time.Time) (end time.Time) {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	if c.host == nil {
+		c.tick(ctx, c.now())
+		return time.Now()
+	}
+	at := c.tickBegun(ctx, c.now())
+	if wait := slot.Sub(at); wait > 0 && wait < c.cfg.Grid.Resolution/2 {
+		// Early by the database's clock (the difference moved since the
+		// last reading): wait for the boundary. Early by more (the
+		// database's clock stepped back), this tick fires what has
+		// begun, and the loop times the next one anew.
+		if !sleepCtx(ctx, wait) {
+			return at
+		}
+		at = slot
+	}
+	began := time.Now()
 	c.tick(ctx, at)
+	return at.Add(time.Since(began))
+}
+
+// sleepCtx sleeps for d, and reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // tick fires the slots in progress at now and those missed before (see
