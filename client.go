@@ -77,12 +77,11 @@ type Client struct {
 
 	// host is the host's clock, the client's, nil when Config.Now was
 	// given (see clock.go); skewed says the last reading of the database's
-	// clock differed from it by more than clockWarn, and lead is by how
-	// much the host's was ahead at that reading (nanoseconds; 0 before the
-	// first, negative when behind).
-	host   func() time.Time
-	skewed atomic.Bool
-	lead   atomic.Int64
+	// clock differed from it by more than clockWarn, and reading is the
+	// latest (nil before the first).
+	host    func() time.Time
+	skewed  atomic.Bool
+	reading atomic.Pointer[dbReading]
 }
 
 // NewClient returns a client over store. cfg may be nil for all defaults; it

@@ -44,7 +44,7 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// Clock returned, so the difference is the host's lead, or a little
 	// less.
 	diff := after.Sub(db) // > 0: the host's clock is ahead
-	c.lead.Store(int64(diff))
+	c.reading.Store(&dbReading{db: db, at: time.Now()})
 	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
 			msg := "this host's clock is ahead of the database's: this server times its slots by the database's clock; set the host's clock right (NTP)"
@@ -59,18 +59,25 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	return db, true
 }
 
+// dbReading is a reading of the database's clock, and when it was taken
+// by the process's monotonic clock.
+type dbReading struct {
+	db time.Time
+	at time.Time // time.Now(), for time.Since
+}
+
 // begun returns now, or the database's clock if that is earlier (see
 // databaseNow): what the slots that have begun are judged by. Without a
-// reading (an error, or a wait for a connection past ctx), a host found
-// ahead at the latest reading is taken to be ahead by as much still: a
-// tick whose reading waited for a connection held by a slot fired every
-// slot up to the host's (found by a review).
+// reading (an error, or a wait for a connection past ctx), the database's
+// clock is the latest reading plus the time since it, on the process's
+// monotonic clock, which no step of the host's moves: a tick whose reading
+// waited for a connection held by a slot fired every slot up to the host's
+// (found by a review), and the host's clock less the difference found at
+// the latest reading was as wrong as a step since (found by the next).
 func (c *Client) begun(ctx context.Context, now time.Time) time.Time {
 	db, ok := c.databaseNow(ctx)
-	if !ok && c.host != nil {
-		if lead := time.Duration(c.lead.Load()); lead > 0 {
-			db, ok = now.Add(-lead), true
-		}
+	if r := c.reading.Load(); !ok && r != nil {
+		db, ok = r.db.Add(time.Since(r.at)), true
 	}
 	if ok && db.Before(now) {
 		return db

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,6 +224,71 @@ func TestServerAheadWhileThePoolIsBusy(t *testing.T) {
 	}
 	runs := 0
 	for deadline := time.Now().Add(30 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runs != 1 {
+		t.Errorf("the check ran %d time(s), want once", runs)
+	}
+}
+
+// TestHostStepWhileThePoolIsBusy: a tick whose reading of the database's
+// clock waited for a connection went by the host's clock less the
+// difference found at the latest reading; after a step of the host's
+// clock 5 s forward, that fired a slot 3.6 s before it began (found by a
+// review). It goes by the latest reading and the time since it, on the
+// process's monotonic clock.
+func TestHostStepWhileThePoolIsBusy(t *testing.T) {
+	t.Parallel()
+	h := openPostgresConns(t, 2)
+	ctx := context.Background()
+	ran := make(chan time.Time, 10)
+	reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		var now time.Time
+		err := j.Tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+		ran <- now
+		return time.Time{}, err
+	}, nil)
+	grid := slots.Grid{Resolution: 4 * time.Second}
+	var step atomic.Int64
+	cfg := prescient.WithHostClock(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true},
+		func() time.Time { return time.Now().Add(time.Duration(step.Load())) })
+	c, err := prescient.NewClient(h.store, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := prescient.NewClient(h.store, &prescient.Config{Server: "app", Checks: reg, Grid: grid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(grid.Next(time.Now())) + 300*time.Millisecond) // just after a boundary
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	slot := grid.Next(grid.Next(time.Now()))
+	job, err := app.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "late", At: slot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := grid.Add(slot, -1)
+	time.Sleep(time.Until(before) - 300*time.Millisecond)
+	step.Store(int64(5 * time.Second)) // the host's clock steps 5 s forward
+	time.Sleep(time.Until(before) - 100*time.Millisecond)
+	pool := h.store.(*postgres.Store).Pool()
+	var held []*pgxpool.Conn
+	for range 2 { // the tick of the boundary before the job's reads no clock
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, conn)
+	}
+	time.Sleep(time.Until(before) + 400*time.Millisecond)
+	for _, conn := range held {
+		conn.Release()
+	}
+	runs := 0
+	for deadline := time.Now().Add(15 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if runs != 1 {

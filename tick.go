@@ -56,7 +56,7 @@ func (c *Client) Tick(ctx context.Context) {
 
 // clockWait bounds a tick's read of the database's clock: a read that
 // waits longer (for a pool connection, while a slot takes them all) leaves
-// the tick to the difference the latest reading found (see begun).
+// the tick to the latest reading and the time since it (see begun).
 const clockWait = 250 * time.Millisecond
 
 // tickBegun is begun for a tick, within clockWait.
