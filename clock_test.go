@@ -204,7 +204,10 @@ func TestServerAheadWhileThePoolIsBusy(t *testing.T) {
 	t.Parallel()
 	h := openPostgresConns(t, 2)
 	ctx := context.Background()
-	c, job, ran := aheadOfTheDatabase(t, h, 5*time.Second, func(cfg *prescient.Config) { cfg.SweepOnStartDisabled = false })
+	c, job, ran := aheadOfTheDatabase(t, h, 5*time.Second, func(cfg *prescient.Config) {
+		cfg.SweepOnStartDisabled = false
+		*cfg = prescient.WithClockReadEveryTick(*cfg)
+	})
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +253,7 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	}, nil)
 	grid := slots.Grid{Resolution: 4 * time.Second}
 	var step atomic.Int64
-	cfg := prescient.WithHostClock(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true},
+	cfg := prescient.WithHostClock(prescient.WithClockReadEveryTick(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}),
 		func() time.Time { return time.Now().Add(time.Duration(step.Load())) })
 	c, err := prescient.NewClient(h.store, &cfg)
 	if err != nil {
