@@ -17,6 +17,19 @@ import (
 	"github.com/prescient-dev/prescient/slots"
 )
 
+// databaseClockCheck registers a check "late" that records the
+// database's clock when it runs, on ran.
+func databaseClockCheck(t *testing.T) (reg *checks.Registry, ran <-chan time.Time) {
+	t.Helper()
+	at := make(chan time.Time, 10)
+	return register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		var now time.Time
+		err := j.Tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
+		at <- now
+		return time.Time{}, err
+	}, nil), at
+}
+
 // aheadOfTheDatabase is a client on h whose host clock runs 10 minutes
 // ahead of the database's, with a check that records the database's clock
 // when it runs (on ran), and a job of it another client scheduled `in`
@@ -25,13 +38,7 @@ import (
 func aheadOfTheDatabase(t *testing.T, h *harness, in time.Duration, mods ...func(*prescient.Config)) (c *prescient.Client, job *prescient.Job, ran <-chan time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	at := make(chan time.Time, 10)
-	reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
-		var now time.Time
-		err := j.Tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-		at <- now
-		return time.Time{}, err
-	}, nil)
+	reg, ran := databaseClockCheck(t)
 	grid := slots.Grid{Resolution: time.Second}
 	cfg := prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}
 	for _, mod := range mods {
@@ -54,7 +61,7 @@ func aheadOfTheDatabase(t *testing.T, h *harness, in time.Duration, mods ...func
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, job, at
+	return c, job, ran
 }
 
 // notEarly fails the test for each time on ran (the database's clock when
@@ -71,6 +78,38 @@ func notEarly(t *testing.T, job *prescient.Job, ran <-chan time.Time) (runs int)
 			}
 		default:
 			return runs
+		}
+	}
+}
+
+// runsOnceNotEarly waits up to wait for the check to run (see notEarly),
+// and fails the test unless it ran once, not early.
+func runsOnceNotEarly(t *testing.T, job *prescient.Job, ran <-chan time.Time, wait time.Duration) {
+	t.Helper()
+	runs := 0
+	for deadline := time.Now().Add(wait); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if runs != 1 {
+		t.Errorf("the check ran %d time(s), want once", runs)
+	}
+}
+
+// holdPool takes every one of the n connections of h's pool, and returns
+// what gives them back.
+func holdPool(t *testing.T, h *harness, n int) (release func()) {
+	t.Helper()
+	var held []*pgxpool.Conn
+	for range n {
+		conn, err := h.store.(*postgres.Store).Pool().Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, conn)
+	}
+	return func() {
+		for _, conn := range held {
+			conn.Release()
 		}
 	}
 }
@@ -212,26 +251,10 @@ func TestServerAheadWhileThePoolIsBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(ctx)
-	pool := h.store.(*postgres.Store).Pool()
-	var held []*pgxpool.Conn
-	for range 2 {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, conn)
-	}
+	release := holdPool(t, h, 2)
 	time.Sleep(1500 * time.Millisecond) // a tick or two, their readings waiting for a connection
-	for _, conn := range held {
-		conn.Release()
-	}
-	runs := 0
-	for deadline := time.Now().Add(30 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if runs != 1 {
-		t.Errorf("the check ran %d time(s), want once", runs)
-	}
+	release()
+	runsOnceNotEarly(t, job, ran, 30*time.Second)
 }
 
 // TestHostStepWhileThePoolIsBusy: a tick whose reading of the database's
@@ -244,13 +267,7 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	t.Parallel()
 	h := openPostgresConns(t, 2)
 	ctx := context.Background()
-	ran := make(chan time.Time, 10)
-	reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
-		var now time.Time
-		err := j.Tx.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)
-		ran <- now
-		return time.Time{}, err
-	}, nil)
+	reg, ran := databaseClockCheck(t)
 	grid := slots.Grid{Resolution: 4 * time.Second}
 	var step atomic.Int64
 	cfg := prescient.WithHostClock(prescient.WithClockReadEveryTick(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}),
@@ -277,24 +294,8 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	time.Sleep(time.Until(before) - 300*time.Millisecond)
 	step.Store(int64(5 * time.Second)) // the host's clock steps 5 s forward
 	time.Sleep(time.Until(before) - 100*time.Millisecond)
-	pool := h.store.(*postgres.Store).Pool()
-	var held []*pgxpool.Conn
-	for range 2 { // the tick of the boundary before the job's reads no clock
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, conn)
-	}
+	release := holdPool(t, h, 2) // the tick of the boundary before the job's reads no clock
 	time.Sleep(time.Until(before) + 400*time.Millisecond)
-	for _, conn := range held {
-		conn.Release()
-	}
-	runs := 0
-	for deadline := time.Now().Add(15 * time.Second); runs == 0 && time.Now().Before(deadline); runs += notEarly(t, job, ran) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if runs != 1 {
-		t.Errorf("the check ran %d time(s), want once", runs)
-	}
+	release()
+	runsOnceNotEarly(t, job, ran, 15*time.Second)
 }
