@@ -13,11 +13,11 @@ import (
 // was off ran checks saying "not shipped after 3 hours" before the 3 hours
 // were up; found by a trial of time). On a store whose database has a
 // clock of its own (PostgreSQL), a client on the host's clock reads the
-// database's at start, at each tick and before each sweep and FireSlot: a
-// slot that has not begun by either clock is not fired by them, and a host
-// whose clock differs from the database's by more than clockWarn is
-// logged, at WARN. The ticks are timed by the database's clock (see
-// tickLoop).
+// database's at start, from the ticks every readingFresh and before each
+// sweep and FireSlot: a slot that has not begun by either clock is not
+// fired by them, and a host whose clock differs from the database's by
+// more than clockWarn is logged, at WARN. The ticks are timed by the
+// database's clock (see tickLoop).
 
 // clockWarn is how far the host's clock may differ from the database's
 // before the client warns: clocks kept by NTP agree far closer.
@@ -32,8 +32,9 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	if c.host == nil {
 		return time.Time{}, false
 	}
+	began := time.Now()
 	db, err := c.drv.Clock(ctx)
-	after := c.host()
+	after, took := c.host(), time.Since(began)
 	if err != nil || db.IsZero() {
 		if err != nil {
 			c.log.Debug("could not read the database's clock", "error", err)
@@ -44,7 +45,14 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// Clock returned, so the difference is the host's lead, or a little
 	// less.
 	diff := after.Sub(db) // > 0: the host's clock is ahead
-	c.reading.Store(&dbReading{db: db, at: time.Now()})
+	if took <= clockWait {
+		// Kept for the ticks (see readingFresh) as the earliest the
+		// database's clock can have been: db less the whole call, so that
+		// the time since it never makes a slot begin early; a reading that
+		// took longer is too loose to keep (one that waited 2 s at start
+		// fired the ticks 2 s early for 30 s; found by a review).
+		c.reading.Store(&dbReading{db: db.Add(-took), at: time.Now()})
+	}
 	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
 			msg := "this host's clock is ahead of the database's: this server times its slots by the database's clock; set the host's clock right (NTP)"
@@ -59,8 +67,8 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	return db, true
 }
 
-// dbReading is a reading of the database's clock, and when it was taken
-// by the process's monotonic clock.
+// dbReading is a reading of the database's clock, no later than it was
+// when the process's monotonic clock read at.
 type dbReading struct {
 	db time.Time
 	at time.Time // time.Now(), for time.Since

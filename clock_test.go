@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
+	"github.com/prescient-dev/prescient/internal/pgtest"
 	"github.com/prescient-dev/prescient/postgres"
 	"github.com/prescient-dev/prescient/slots"
 )
@@ -298,4 +300,91 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	time.Sleep(time.Until(before) + 400*time.Millisecond)
 	release()
 	runsOnceNotEarly(t, job, ran, 15*time.Second)
+}
+
+// slowClockTracer holds a `SELECT clock_timestamp()` up for 2 s before it
+// is sent while slow is set: a slow statement (a busy database, a slow
+// link), which the driver's Clock counts in its margin.
+type slowClockTracer struct{ slow *atomic.Bool }
+
+func (tr slowClockTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if tr.slow.Load() && d.SQL == `SELECT clock_timestamp()` {
+		time.Sleep(2 * time.Second)
+	}
+	return ctx
+}
+func (slowClockTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestSlowReadingTimesNoTick: Start's reading of the database's clock
+// (bounded by no clockWait) took 2 s, and the ticks of the next 30 s went
+// by it, on a host ahead of the database: each slot fired about 2 s before
+// it began by the database's clock (found by a review). A reading is kept
+// for the ticks as the earliest the database's clock can have been, and
+// only if it took no longer than clockWait; the ticks read the clock again.
+func TestSlowReadingTimesNoTick(t *testing.T) {
+	t.Parallel()
+	for _, every := range []bool{true, false} {
+		t.Run(map[bool]string{true: "read every tick", false: "readingFresh"}[every], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url, schema := pgtest.Schema(t)
+			s0, err := postgres.Open(ctx, url, &postgres.Opts{Schema: schema, MaxConns: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s0.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			s0.Close()
+			var slow atomic.Bool
+			pc, err := pgxpool.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc.MaxConns = 6
+			pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+				_, err := c.Exec(ctx, `SELECT set_config('search_path', $1 || ', ' || current_setting('search_path'), false)`, pgx.Identifier{schema}.Sanitize())
+				return err
+			}
+			pc.ConnConfig.Tracer = slowClockTracer{&slow}
+			pool, err := pgxpool.NewWithConfig(ctx, pc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			store := postgres.New(pool, &postgres.Opts{Schema: schema})
+
+			reg, ran := databaseClockCheck(t)
+			grid := slots.Grid{Resolution: time.Second}
+			cfg := prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}
+			if every {
+				cfg = prescient.WithClockReadEveryTick(cfg)
+			}
+			cfg = prescient.WithHostClock(cfg, func() time.Time { return time.Now().Add(10 * time.Minute) })
+			c, err := prescient.NewClient(store, &cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow.Store(true)
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop(ctx)
+			slow.Store(false)
+
+			app, err := prescient.NewClient(store, &prescient.Config{Server: "app", Checks: reg, Grid: grid})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dbNow time.Time
+			if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&dbNow); err != nil {
+				t.Fatal(err)
+			}
+			job, err := app.Schedule(ctx, prescient.ScheduleParams{Entity: "order", Key: "1", Check: "late", At: dbNow.Add(3500 * time.Millisecond)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runsOnceNotEarly(t, job, ran, 10*time.Second)
+		})
+	}
 }

@@ -86,7 +86,7 @@ func (c *Client) tickBegun(ctx context.Context, now time.Time) time.Time {
 // that slot not begun by the database's clock, and fired it early by as
 // much (a server 10 minutes ahead ran checks 10 minutes before their time;
 // noted by the trial of time and warned of since). The ticks are timed by
-// the database's clock instead, read at each tick (see tickAt): the loop
+// the database's clock instead (see tickAt and readingFresh): the loop
 // sleeps from the end of one tick to the next boundary by that clock, for
 // a duration, so that a step of the host's clock (NTP setting right a host
 // that was ahead) moves no tick; ticks armed on the host's wall clock with
