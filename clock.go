@@ -45,13 +45,19 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// Clock returned, so the difference is the host's lead, or a little
 	// less.
 	diff := after.Sub(db) // > 0: the host's clock is ahead
-	if took <= clockWait {
-		// Kept for the ticks (see readingFresh) as the earliest the
-		// database's clock can have been: db less the whole call, so that
-		// the time since it never makes a slot begin early; a reading that
-		// took longer is too loose to keep (one that waited 2 s at start
-		// fired the ticks 2 s early for 30 s; found by a review).
-		c.reading.Store(&dbReading{db: db.Add(-took), at: time.Now()})
+	// Kept for the ticks (see readingFresh, begun) as the earliest the
+	// database's clock can have been: db less the whole call, so that the
+	// time since it never makes a slot begin early (db itself, from a
+	// call that waited 2 s at start, fired the ticks 2 s early for 30 s;
+	// found by a review). The latest is kept, or, while it is fresh, the
+	// one that says the later time: each is a lower bound. One from a
+	// call longer than clockWait is loose: the ticks read the clock again
+	// rather than go by it, and fall back on it when that fails (a slow
+	// link that kept no reading fired by the host's clock; found by the
+	// next review).
+	r := &dbReading{db: db.Add(-took), at: time.Now(), tight: took <= clockWait}
+	if old := c.reading.Load(); old == nil || time.Since(old.at) >= readingFresh || !r.now().Before(old.now()) {
+		c.reading.Store(r)
 	}
 	if off := diff.Abs() > clockWarn; c.skewed.Swap(off) != off {
 		if off {
@@ -68,11 +74,16 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 }
 
 // dbReading is a reading of the database's clock, no later than it was
-// when the process's monotonic clock read at.
+// when the process's monotonic clock read at; tight when its call took no
+// longer than clockWait.
 type dbReading struct {
-	db time.Time
-	at time.Time // time.Now(), for time.Since
+	db    time.Time
+	at    time.Time // time.Now(), for time.Since
+	tight bool
 }
+
+// now is the earliest the database's clock can be now, by r.
+func (r *dbReading) now() time.Time { return r.db.Add(time.Since(r.at)) }
 
 // begun returns now, or the database's clock if that is earlier (see
 // databaseNow): what the slots that have begun are judged by. Without a
@@ -85,7 +96,7 @@ type dbReading struct {
 func (c *Client) begun(ctx context.Context, now time.Time) time.Time {
 	db, ok := c.databaseNow(ctx)
 	if r := c.reading.Load(); !ok && r != nil {
-		db, ok = r.db.Add(time.Since(r.at)), true
+		db, ok = r.now(), true
 	}
 	if ok && db.Before(now) {
 		return db

@@ -302,29 +302,40 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	runsOnceNotEarly(t, job, ran, 15*time.Second)
 }
 
-// slowClockTracer holds a `SELECT clock_timestamp()` up for 2 s before it
-// is sent while slow is set: a slow statement (a busy database, a slow
-// link), which the driver's Clock counts in its margin.
-type slowClockTracer struct{ slow *atomic.Bool }
+// slowClockTracer holds a `SELECT clock_timestamp()` up for delay before
+// it is sent: a slow statement (a busy database, a slow link), which the
+// driver's Clock counts in its margin.
+type slowClockTracer struct{ delay *atomic.Int64 }
 
 func (tr slowClockTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if tr.slow.Load() && d.SQL == `SELECT clock_timestamp()` {
-		time.Sleep(2 * time.Second)
+	if d.SQL == `SELECT clock_timestamp()` {
+		time.Sleep(time.Duration(tr.delay.Load()))
 	}
 	return ctx
 }
 func (slowClockTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TestSlowReadingTimesNoTick: Start's reading of the database's clock
-// (bounded by no clockWait) took 2 s, and the ticks of the next 30 s went
-// by it, on a host ahead of the database: each slot fired about 2 s before
-// it began by the database's clock (found by a review). A reading is kept
-// for the ticks as the earliest the database's clock can have been, and
-// only if it took no longer than clockWait; the ticks read the clock again.
+// TestSlowReadingTimesNoTick: on a host ahead of the database, Start's
+// reading of the database's clock (bounded by no clockWait) took 2 s, and
+// the ticks of the next 30 s went by it: each slot fired about 2 s before
+// it began by the database's clock (found by a review). Then, kept only
+// when quick, a link on which every reading took 300 ms kept none, and the
+// ticks, whose own readings gave up at clockWait, went by the host's
+// clock: a job ran 19 s before its slot (found by the next). A reading is
+// kept as the earliest the database's clock can have been; a slow one the
+// ticks fall back on, reading the clock again.
 func TestSlowReadingTimesNoTick(t *testing.T) {
 	t.Parallel()
-	for _, every := range []bool{true, false} {
-		t.Run(map[bool]string{true: "read every tick", false: "readingFresh"}[every], func(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		every       bool          // every tick reads the clock
+		start, link time.Duration // a reading's delay at Start, and after
+	}{
+		{"slow start, read every tick", true, 2 * time.Second, 0},
+		{"slow start, readingFresh", false, 2 * time.Second, 0},
+		{"slow link", false, 300 * time.Millisecond, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			url, schema := pgtest.Schema(t)
@@ -336,7 +347,7 @@ func TestSlowReadingTimesNoTick(t *testing.T) {
 				t.Fatal(err)
 			}
 			s0.Close()
-			var slow atomic.Bool
+			var delay atomic.Int64
 			pc, err := pgxpool.ParseConfig(url)
 			if err != nil {
 				t.Fatal(err)
@@ -346,7 +357,7 @@ func TestSlowReadingTimesNoTick(t *testing.T) {
 				_, err := c.Exec(ctx, `SELECT set_config('search_path', $1 || ', ' || current_setting('search_path'), false)`, pgx.Identifier{schema}.Sanitize())
 				return err
 			}
-			pc.ConnConfig.Tracer = slowClockTracer{&slow}
+			pc.ConnConfig.Tracer = slowClockTracer{&delay}
 			pool, err := pgxpool.NewWithConfig(ctx, pc)
 			if err != nil {
 				t.Fatal(err)
@@ -357,20 +368,21 @@ func TestSlowReadingTimesNoTick(t *testing.T) {
 			reg, ran := databaseClockCheck(t)
 			grid := slots.Grid{Resolution: time.Second}
 			cfg := prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}
-			if every {
+			if tc.every {
 				cfg = prescient.WithClockReadEveryTick(cfg)
 			}
+			cfg.SweepOnStartDisabled = tc.link == 0 // with it, the ticks start from the database's slot
 			cfg = prescient.WithHostClock(cfg, func() time.Time { return time.Now().Add(10 * time.Minute) })
 			c, err := prescient.NewClient(store, &cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			slow.Store(true)
+			delay.Store(int64(tc.start))
 			if err := c.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
 			defer c.Stop(ctx)
-			slow.Store(false)
+			delay.Store(int64(tc.link))
 
 			app, err := prescient.NewClient(store, &prescient.Config{Server: "app", Checks: reg, Grid: grid})
 			if err != nil {

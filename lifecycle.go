@@ -15,8 +15,9 @@ import (
 // server (heartbeating from then on, every Config.Heartbeat), fires the
 // current slot if this server owns it and then every owned slot at its
 // boundary until Stop, and runs the start-up sweep meanwhile (unless
-// disabled; ending ctx cuts it short). Slot ticks, the scheduled sweep and
-// pruning are driven by robfig/cron. Start returns once the start-up sweep
+// disabled; ending ctx cuts it short). The slot ticks run in a loop of
+// their own (tickLoop); the scheduled sweep and pruning are driven by
+// robfig/cron. Start returns once the start-up sweep
 // is done; ctx bounds that sweep only: the client runs until Stop,
 // whatever becomes of ctx.
 func (c *Client) Start(ctx context.Context) error {

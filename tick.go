@@ -43,8 +43,9 @@ func tickWindow(g slots.Grid, now, lastGood time.Time, lookBack time.Duration) (
 // back to the last slot up to which every owned slot fired (after a missed
 // tick, a store outage or a pause). With automatic ownership it also looks
 // back ServerTimeout, to catch up slots of positions it has just taken over
-// from a server that died. The engine calls it at every slot boundary; tests
-// and simulations call it after moving the clock. Ticks never overlap.
+// from a server that died. The engine's ticks (tickLoop) do the same at
+// every slot boundary; tests and simulations call Tick after moving the
+// clock. Ticks never overlap.
 //
 // A slot is in progress when it has begun by the client's clock and, on
 // the host's clock, by the database's too if that is behind (see begun).
@@ -70,8 +71,8 @@ const readingFresh = 30 * time.Second
 
 // tickBegun is begun for a tick, within clockWait.
 func (c *Client) tickBegun(ctx context.Context, now time.Time) time.Time {
-	if r := c.reading.Load(); r != nil && time.Since(r.at) < readingFresh && !c.cfg.readEveryTick {
-		if db := r.db.Add(time.Since(r.at)); db.Before(now) {
+	if r := c.reading.Load(); r != nil && r.tight && time.Since(r.at) < readingFresh && !c.cfg.readEveryTick {
+		if db := r.now(); db.Before(now) {
 			return db
 		}
 		return now
