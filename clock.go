@@ -51,11 +51,11 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// call that waited 2 s at start, fired the ticks 2 s early for 30 s;
 	// found by a review). The latest is kept, or, while it is fresh, the
 	// one that says the later time: each is a lower bound. One from a
-	// call longer than clockWait is loose: the ticks read the clock again
+	// call longer than clockTight is loose: the ticks read the clock again
 	// rather than go by it, and fall back on it when that fails (a slow
 	// link that kept no reading fired by the host's clock; found by the
 	// next review).
-	r := &dbReading{db: db.Add(-took), at: time.Now(), tight: took <= clockWait}
+	r := &dbReading{db: db.Add(-took), at: time.Now(), tight: took <= clockTight}
 	if old := c.reading.Load(); old == nil || time.Since(old.at) >= readingFresh || !r.now().Before(old.now()) {
 		c.reading.Store(r)
 	}
@@ -73,9 +73,18 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	return db, true
 }
 
+// clockTight is how long a reading of the database's clock may take for
+// the ticks to go by it without reading again (see readingFresh): a
+// reading is kept as the earliest the clock can have been, behind it by up
+// to as long as its call took, so the ticks of the next 30 s would fire
+// that much late by one that took 30 ms (a connection made for it, a slow
+// moment); they read again instead, quickly on a pool with idle
+// connections.
+const clockTight = 10 * time.Millisecond
+
 // dbReading is a reading of the database's clock, no later than it was
 // when the process's monotonic clock read at; tight when its call took no
-// longer than clockWait.
+// longer than clockTight.
 type dbReading struct {
 	db    time.Time
 	at    time.Time // time.Now(), for time.Since
