@@ -13,11 +13,11 @@ import (
 // was off ran checks saying "not shipped after 3 hours" before the 3 hours
 // were up; found by a trial of time). On a store whose database has a
 // clock of its own (PostgreSQL), a client on the host's clock reads the
-// database's at start, from the ticks every readingFresh and before each
-// sweep and FireSlot: a slot that has not begun by either clock is not
-// fired by them, and a host whose clock differs from the database's by
-// more than clockWarn is logged, at WARN. The ticks are timed by the
-// database's clock (see tickLoop).
+// database's at start, at each tick and before each sweep and FireSlot: a
+// slot that has not begun by either clock is not fired by them, and a host
+// whose clock differs from the database's by more than clockWarn is
+// logged, at WARN. The ticks are timed by the database's clock (see
+// tickLoop).
 
 // clockWarn is how far the host's clock may differ from the database's
 // before the client warns: clocks kept by NTP agree far closer.
@@ -45,17 +45,13 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	// Clock returned, so the difference is the host's lead, or a little
 	// less.
 	diff := after.Sub(db) // > 0: the host's clock is ahead
-	// Kept for the ticks (see readingFresh, begun) as the earliest the
-	// database's clock can have been: db less the whole call, so that the
-	// time since it never makes a slot begin early (db itself, from a
-	// call that waited 2 s at start, fired the ticks 2 s early for 30 s;
-	// found by a review). The latest is kept, or, while it is fresh, the
-	// one that says the later time: each is a lower bound. One from a
-	// call longer than clockTight is loose: the ticks read the clock again
-	// rather than go by it, and fall back on it when that fails (a slow
-	// link that kept no reading fired by the host's clock; found by the
-	// next review).
-	r := &dbReading{db: db.Add(-took), at: time.Now(), tight: took <= clockTight}
+	// Kept for begun to fall back on as the earliest the database's clock
+	// can have been: db less the whole call, so that the time since it
+	// never makes a slot begin early (db itself, from a call that waited
+	// 2 s at start, fired the ticks 2 s early; found by a review). The
+	// latest is kept, or, while it is under readingFresh old, the one that
+	// says the later time: each is a lower bound.
+	r := &dbReading{db: db.Add(-took), at: time.Now()}
 	if old := c.reading.Load(); old == nil || time.Since(old.at) >= readingFresh || !r.now().Before(old.now()) {
 		c.reading.Store(r)
 	}
@@ -73,22 +69,15 @@ func (c *Client) databaseNow(ctx context.Context) (t time.Time, ok bool) {
 	return db, true
 }
 
-// clockTight is how long a reading of the database's clock may take for
-// the ticks to go by it without reading again (see readingFresh): a
-// reading is kept as the earliest the clock can have been, behind it by up
-// to as long as its call took, so the ticks of the next 30 s would fire
-// that much late by one that took 30 ms (a connection made for it, a slow
-// moment); they read again instead, quickly on a pool with idle
-// connections.
-const clockTight = 10 * time.Millisecond
+// readingFresh is how long a kept reading of the database's clock is
+// preferred to a later one that says an earlier time (a slower call).
+const readingFresh = 30 * time.Second
 
 // dbReading is a reading of the database's clock, no later than it was
-// when the process's monotonic clock read at; tight when its call took no
-// longer than clockTight.
+// when the process's monotonic clock read at.
 type dbReading struct {
-	db    time.Time
-	at    time.Time // time.Now(), for time.Since
-	tight bool
+	db time.Time
+	at time.Time // time.Now(), for time.Since
 }
 
 // now is the earliest the database's clock can be now, by r.

@@ -245,10 +245,7 @@ func TestServerAheadWhileThePoolIsBusy(t *testing.T) {
 	t.Parallel()
 	h := openPostgresConns(t, 2)
 	ctx := context.Background()
-	c, job, ran := aheadOfTheDatabase(t, h, 5*time.Second, func(cfg *prescient.Config) {
-		cfg.SweepOnStartDisabled = false
-		*cfg = prescient.WithClockReadEveryTick(*cfg)
-	})
+	c, job, ran := aheadOfTheDatabase(t, h, 5*time.Second, func(cfg *prescient.Config) { cfg.SweepOnStartDisabled = false })
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +269,7 @@ func TestHostStepWhileThePoolIsBusy(t *testing.T) {
 	reg, ran := databaseClockCheck(t)
 	grid := slots.Grid{Resolution: 4 * time.Second}
 	var step atomic.Int64
-	cfg := prescient.WithHostClock(prescient.WithClockReadEveryTick(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}),
+	cfg := prescient.WithHostClock(prescient.Config{Server: "stepped", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true},
 		func() time.Time { return time.Now().Add(time.Duration(step.Load())) })
 	c, err := prescient.NewClient(h.store, &cfg)
 	if err != nil {
@@ -328,12 +325,10 @@ func TestSlowReadingTimesNoTick(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
-		every       bool          // every tick reads the clock
 		start, link time.Duration // a reading's delay at Start, and after
 	}{
-		{"slow start, read every tick", true, 2 * time.Second, 0},
-		{"slow start, readingFresh", false, 2 * time.Second, 0},
-		{"slow link", false, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"slow start", 2 * time.Second, 0},
+		{"slow link", 300 * time.Millisecond, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -368,9 +363,6 @@ func TestSlowReadingTimesNoTick(t *testing.T) {
 			reg, ran := databaseClockCheck(t)
 			grid := slots.Grid{Resolution: time.Second}
 			cfg := prescient.Config{Server: "ahead", Checks: reg, Grid: grid, Workers: 1, SweepSchedule: "-", SweepOnStartDisabled: true}
-			if tc.every {
-				cfg = prescient.WithClockReadEveryTick(cfg)
-			}
 			cfg.SweepOnStartDisabled = tc.link == 0 // with it, the ticks start from the database's slot
 			cfg = prescient.WithHostClock(cfg, func() time.Time { return time.Now().Add(10 * time.Minute) })
 			c, err := prescient.NewClient(store, &cfg)

@@ -184,10 +184,8 @@ type Config struct {
 	// own (PostgreSQL) also reads the database's: see clock.go.
 	Now func() time.Time
 	// hostClock stands in for the host's clock when Now is nil (tests skew
-	// it), and readEveryTick makes every tick read the database's clock
-	// (tests of a reading that waits; see readingFresh).
-	hostClock     func() time.Time
-	readEveryTick bool
+	// it).
+	hostClock func() time.Time
 	// Logger receives the engine's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Observer is told of every check run, slot fired, sweep and failed use

@@ -9,11 +9,3 @@ func WithHostClock(cfg Config, host func() time.Time) Config {
 	cfg.hostClock = host
 	return cfg
 }
-
-// WithClockReadEveryTick returns cfg with every tick reading the
-// database's clock, as one does when its latest reading is readingFresh
-// old.
-func WithClockReadEveryTick(cfg Config) Config {
-	cfg.readEveryTick = true
-	return cfg
-}
