@@ -270,14 +270,9 @@ func (c *Client) sweepAfter(d time.Duration, reason string) {
 	}
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-work.Done():
-			return
-		case <-t.C:
+		if sleepCtx(work, d) {
+			_, _ = c.sweep(work, hard, c.cfg.SweepMode, reason) // logged by sweepFinished
 		}
-		_, _ = c.sweep(work, hard, c.cfg.SweepMode, reason) // logged by sweepFinished
 	}()
 }
 
