@@ -263,10 +263,12 @@ func TestCheckTxSharedBetweenGoroutines(t *testing.T) {
 // runs in a savepoint of its own; the check it interrupted and the ones it
 // never started are left untouched, due, to run again. (An optimistic group
 // has no savepoint to undo the interrupted check alone: everything stays
-// due, TestShutdownMidOptimisticGroupLeavesItDue.)
+// due, TestShutdownMidOptimisticGroupLeavesItDue.) So too when the check
+// ignores its context: its goroutine is left to it, and the transaction
+// goes on without it.
 func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
-		c, slot := shutDownMidGroup(t, h, true)
+	forEachInterruption(t, func(t *testing.T, h *harness, ignores bool) {
+		c, slot := shutDownMidGroup(t, h, true, ignores)
 		wantOutcome(t, c, "1", history.Done, 1)
 		for _, k := range []string{"2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
@@ -288,10 +290,11 @@ func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 
 // An optimistic group cut short by shutdown has no savepoint to undo the
 // interrupted check alone: its transaction is rolled back, and every job of
-// the group stays due, untouched, with no effect recorded.
+// the group stays due, untouched, with no effect recorded. So too when the
+// check ignores its context.
 func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
-		c, slot := shutDownMidGroup(t, h, false)
+	forEachInterruption(t, func(t *testing.T, h *harness, ignores bool) {
+		c, slot := shutDownMidGroup(t, h, false, ignores)
 		for _, k := range []string{"1", "2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
 				t.Errorf("%s: %+v, want it due, untouched", k, j)
@@ -309,17 +312,23 @@ func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 // shutDownMidGroup schedules jobs 1, 2 and 3 in one group, fires their slot
 // and shuts down while job 2's check runs (after it wrote its alert through
 // job.Tx); it returns the client and the slot. savepoints sets
-// SavepointEveryCheck.
-func shutDownMidGroup(t *testing.T, h *harness, savepoints bool) (*prescient.Client, time.Time) {
+// SavepointEveryCheck; with ignores, job 2's check does not return when its
+// context ends, but only once the test is over.
+func shutDownMidGroup(t *testing.T, h *harness, savepoints, ignores bool) (*prescient.Client, time.Time) {
 	t.Helper()
 	clk := newClock("2026-03-10T10:00:00Z")
 	entered := make(chan struct{})
+	over := make(chan struct{})
+	t.Cleanup(func() { close(over) })
 	check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
 		if err := writeAlert(ctx, j); err != nil {
 			return time.Time{}, err
 		}
 		if j.Key == "2" {
 			close(entered)
+			if ignores {
+				<-over
+			}
 			<-ctx.Done()
 			return time.Time{}, ctx.Err()
 		}
@@ -346,6 +355,16 @@ func shutDownMidGroup(t *testing.T, h *harness, savepoints bool) (*prescient.Cli
 		t.Error("fire cut short: no error, want the slot reported incomplete")
 	}
 	return c, slot
+}
+
+// forEachInterruption runs fn on every store, with a check interrupted by
+// shutdown that returns and with one that ignores its context.
+func forEachInterruption(t *testing.T, fn func(t *testing.T, h *harness, ignores bool)) {
+	for _, ignores := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignores_context=%v", ignores), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, h *harness) { fn(t, h, ignores) })
+		})
+	}
 }
 
 // In an optimistic group, a failing check makes the group run again with a

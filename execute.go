@@ -127,7 +127,39 @@ func (c *Client) runGroup(work, hard context.Context, slot time.Time, g group) (
 // attempt is the attempt the transaction ends (see unfinished.go): 0 to
 // record a new one, that of the first run when the group runs again. claimed
 // is called once the jobs are claimed.
-func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids []int64, optimistic bool, held []ran, attempt int64, claimed func()) (_ *SlotRecord, _ []int64, err error) {
+//
+// The transaction runs on a goroutine of its own, its checks called
+// directly, while this one watches it for a check that outlives its guard
+// (see watch.go).
+func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids []int64, optimistic bool, held []ran, attempt int64, claimed func()) (*SlotRecord, []int64, error) {
+	return c.watched(work, hard, slot, g, claimed, func(w *watch) (*SlotRecord, []int64, error) {
+		return c.txRun(work, hard, slot, g, ids, optimistic, held, attempt, claimed, w)
+	})
+}
+
+// watched runs f on a goroutine of its own under a watch, and returns what
+// f returns, or, if the goroutine is left to a check, what the takeover of
+// its transaction does.
+func (c *Client) watched(work, hard context.Context, slot time.Time, g *group, claimed func(), f func(w *watch) (*SlotRecord, []int64, error)) (*SlotRecord, []int64, error) {
+	w := newWatch(hard)
+	defer w.stop()
+	res := make(chan txResult, 1)
+	go func() {
+		t, rest, err := f(w)
+		res <- txResult{t, rest, err}
+	}()
+	select {
+	case r := <-res:
+		return r.t, r.rest, r.err
+	case <-w.leftCh:
+		return c.takeOver(work, hard, slot, g, w, claimed)
+	}
+}
+
+// txRun is runTx's transaction, on the goroutine w watches: it starts the
+// attempt and the transaction, claims the jobs, and runs their checks
+// (txChecks).
+func (c *Client) txRun(work, hard context.Context, slot time.Time, g *group, ids []int64, optimistic bool, held []ran, attempt int64, claimed func(), w *watch) (_ *SlotRecord, _ []int64, err error) {
 	if g.condemned != nil {
 		defer claimed()
 		return c.abandonTx(hard, slot, g, ids)
@@ -152,35 +184,25 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			return cannotStart(err)
 		}
 	}
-	// The attempt stays in the database (its jobs become suspects) when the
-	// transaction dies; nothing ran when it is rolled back on purpose before
-	// a check started.
-	var dropAttempt bool
-	rerun := false
-	defer func() {
-		if !rerun {
-			c.endAttempt(hard, attempt, dropAttempt)
-		}
-	}()
+	// Nothing ran when the transaction is rolled back before a check
+	// started: the attempt goes.
 	tx, err := c.drv.Begin(hard, nil)
 	if err != nil {
-		dropAttempt = true
+		c.endAttempt(hard, attempt, true)
 		claimed()
 		return cannotStart(err)
 	}
-	defer func() {
+	rollback := func() {
 		ctx, cancel := finishCtx(hard)
-		defer cancel()
-		_ = tx.Rollback(ctx) // after Commit, a no-op
-	}()
+		_ = tx.Rollback(ctx)
+		cancel()
+	}
 	jobs, err := tx.Claim(hard, &driver.ClaimParams{IDs: ids, Slot: slot})
 	claimed()
 	if err != nil || len(jobs) == 0 {
-		dropAttempt = true
+		rollback() // before recover claims the jobs again
+		c.endAttempt(hard, attempt, true)
 		if err != nil {
-			ctx, cancel := finishCtx(hard)
-			_ = tx.Rollback(ctx) // before recover claims the jobs again
-			cancel()
 			return cannotStart(err)
 		}
 		return nil, nil, nil
@@ -198,19 +220,42 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		// transaction between the listing and the claim.
 		ids = idsOf(jobs)
 		if !c.narrowAttempt(hard, attempt, ids) {
-			ctx, cancel := finishCtx(hard)
-			_ = tx.Rollback(ctx)
-			cancel()
-			rerun = true
+			rollback()
 			c.endAttempt(hard, attempt, true)
 			return c.runTx(work, hard, slot, g, ids, optimistic, held, 0, claimed)
 		}
 	}
 	held = stillHeld(held, jobs)
-	units, done := c.units(g.batch, jobs), claimedOf(held, jobs)
-	run := &runner{}
-	defer run.stop()
-	began := time.Now()
+	st := &txState{tx: tx, ids: ids, held: held, units: c.units(g.batch, jobs), attempt: attempt, optimistic: optimistic, began: time.Now()}
+	st.done = claimedOf(held, jobs)
+	return c.txChecks(work, hard, slot, g, st, 0, claimed, w)
+}
+
+// txChecks runs the checks of st.units[from:] in st.tx, applies every
+// decision and commits, on the goroutine w watches. It ends the attempt and
+// the transaction, unless the goroutine is left to a check: the takeover
+// then does.
+func (c *Client) txChecks(work, hard context.Context, slot time.Time, g *group, st *txState, from int, claimed func(), w *watch) (_ *SlotRecord, _ []int64, err error) {
+	w.mu.Lock()
+	w.st = st
+	w.mu.Unlock()
+	tx, held, units := st.tx, st.held, st.units
+	// The attempt stays in the database (its jobs become suspects) when the
+	// transaction dies; nothing ran when it is rolled back on purpose before
+	// a check started.
+	defer func() {
+		if !w.isLeft() && !st.rerun {
+			c.endAttempt(hard, st.attempt, st.dropAttempt)
+		}
+	}()
+	defer func() {
+		if w.isLeft() {
+			return
+		}
+		ctx, cancel := finishCtx(hard)
+		defer cancel()
+		_ = tx.Rollback(ctx) // after Commit, a no-op
+	}()
 	var rest []int64
 	// unrun gathers the jobs of units[i:] not held: those this transaction
 	// did not get to.
@@ -225,16 +270,16 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 		}
 		return ids
 	}
-	called := 0 // units whose check was called, each in a savepoint of its own unless optimistic
 	maxCalls := c.drv.Features().MaxGroupSize
-	for i, u := range units {
+	for i := from; i < len(units); i++ {
+		u := units[i]
 		// A batch check's group whose jobs failed before calls the check
 		// once per job (see units): beyond the store's cap of savepoints
 		// per transaction (PostgreSQL's 64 cached subtransactions), the
 		// rest go to the next transaction, as those a long group does not
 		// get to (found by a review: 99 writing subtransactions).
-		capped := maxCalls > 0 && called >= maxCalls
-		if i > 0 && (capped || work.Err() != nil || hard.Err() != nil || time.Since(began) >= c.cfg.GroupDuration) {
+		capped := maxCalls > 0 && st.called >= maxCalls
+		if i > 0 && (capped || work.Err() != nil || hard.Err() != nil || time.Since(st.began) >= c.cfg.GroupDuration) {
 			if work.Err() == nil {
 				rest = unrun(i)
 			}
@@ -244,10 +289,14 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			continue
 		}
 		if u.refused == nil {
-			called++
+			st.called++
 		}
-		r, err := c.runUnit(hard, tx, u, !optimistic, run)
-		if optimistic && err == nil && !r.kept {
+		st.at = i // read only by a takeover, while the check runs
+		r, err := c.runUnit(hard, tx, u, !st.optimistic, w)
+		if errors.Is(err, errLeft) {
+			return nil, nil, err // the transaction is the watcher's now
+		}
+		if st.optimistic && err == nil && !r.kept {
 			// No savepoint to undo this check's writes alone: the group
 			// starts again, each check in a savepoint, without this one.
 			ctx, cancel := finishCtx(hard)
@@ -255,38 +304,21 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 			cancel()
 			c.isolateUntil.Store(c.now().Add(isolateAfterFailure).UnixNano())
 			if r.decisions == nil {
-				dropAttempt = true
+				st.dropAttempt = true
 				return &SlotRecord{}, nil, nil // interrupted by shutdown: everything stays due
 			}
-			rerun = true
-			return c.runTx(work, hard, slot, g, ids, false, append(held, r), attempt, claimed)
+			st.rerun = true
+			return c.runTx(work, hard, slot, g, st.ids, false, append(held, r), st.attempt, claimed)
 		}
-		done = append(done, r)
+		st.done = append(st.done, r)
 		if err != nil {
-			// The dead transaction may still hold the rows recover claims
-			// again: end it first.
-			ctx, cancel := finishCtx(hard)
-			_ = tx.Rollback(ctx)
-			cancel()
-			t, rerr := c.recover(hard, slot, done, err)
-			if left := len(unrun(i + 1)); left > 0 {
-				// The jobs not yet checked stay due, and the slot fails so
-				// that they are taken again: with every check run so far
-				// failed (its failure applied again), the group ended
-				// with no error and the slot complete, its other jobs
-				// left due (found by a review).
-				if rerr == nil {
-					rerr = err
-				}
-				rerr = fmt.Errorf("%w (and %d job(s) not yet checked stay due)", rerr, left)
-			}
-			return t, nil, rerr
+			return c.txDied(hard, slot, st, i+1, err)
 		}
 	}
-	ds := decisionsOf(done)
+	ds := decisionsOf(st.done)
 	ctx, cancel := finishCtx(hard)
 	defer cancel()
-	ap := &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Attempt: attempt}
+	ap := &driver.ApplyParams{Slot: slot, Now: c.now(), Server: c.cfg.Server, Decisions: ds, Attempt: st.attempt}
 	if g.settle {
 		// The jobs whose checks finished: one interrupted by shutdown did
 		// not, and the crashes it is charged with still count.
@@ -301,10 +333,42 @@ func (c *Client) runTx(work, hard context.Context, slot time.Time, g *group, ids
 	}
 	if err != nil {
 		_ = tx.Rollback(ctx)
-		t, err := c.recover(hard, slot, done, err)
+		t, err := c.recover(hard, slot, st.done, err)
 		return t, nil, err
 	}
 	return tallyOf(ds), rest, nil
+}
+
+// txDied settles a transaction that can no longer commit (err) after its
+// checks up to st.units[next:] ran: the failures are recorded anew
+// (recover), and the jobs not yet checked stay due.
+func (c *Client) txDied(hard context.Context, slot time.Time, st *txState, next int, err error) (*SlotRecord, []int64, error) {
+	// The dead transaction may still hold the rows recover claims
+	// again: end it first.
+	ctx, cancel := finishCtx(hard)
+	_ = st.tx.Rollback(ctx)
+	cancel()
+	t, rerr := c.recover(hard, slot, st.done, err)
+	left := 0
+	for _, u := range st.units[next:] {
+		for _, j := range u.jobs {
+			if !heldJob(st.held, j.ID) {
+				left++
+			}
+		}
+	}
+	if left > 0 {
+		// The jobs not yet checked stay due, and the slot fails so
+		// that they are taken again: with every check run so far
+		// failed (its failure applied again), the group ended
+		// with no error and the slot complete, its other jobs
+		// left due (found by a review).
+		if rerr == nil {
+			rerr = err
+		}
+		rerr = fmt.Errorf("%w (and %d job(s) not yet checked stay due)", rerr, left)
+	}
+	return t, nil, rerr
 }
 
 // narrowAttempt makes attempt name only ids, beside the transaction that
@@ -526,7 +590,7 @@ var errAbortedStatement = errors.New("a statement failed in the check's transact
 // isolate is set, and keeps or undoes its writes. Without a savepoint a
 // failure's writes are still in tx: the caller must roll it back. An error
 // means tx can no longer commit.
-func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate bool, run *runner) (ran, error) {
+func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate bool, w *watch) (ran, error) {
 	now := c.now()
 	for _, j := range u.jobs {
 		j.Now = now
@@ -561,9 +625,13 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 		}
 	}
 	start := time.Now()
-	results, err := call(hard, runCtx, u, limits, run)
+	w.begin(u, ct, limits, start)
+	results, err := call(hard, runCtx, u, limits, w)
 	elapsed := time.Since(start)
 	cancelRun()
+	if lerr := w.end(); lerr != nil {
+		return ran{}, lerr
+	}
 	ct.close()
 	if err == nil && tx.Aborted() {
 		err = fmt.Errorf("check %s: %w", u.check.Name, errAbortedStatement)
@@ -745,10 +813,10 @@ var errInterrupted = errors.New("interrupted by shutdown")
 
 // call runs one unit's check in runCtx, which ends with ctx and after the
 // check's runtime guard: the results, one per job, are read only when the
-// error is nil.
-func call(ctx, runCtx context.Context, u unit, limits guards.Limits, run *runner) ([]checks.Result, error) {
+// error is nil. w watches the check (see watch.go).
+func call(ctx, runCtx context.Context, u unit, limits guards.Limits, w *watch) ([]checks.Result, error) {
 	var results []checks.Result
-	err := guarded(ctx, runCtx, limits.Runtime, u.check.Name, run, func(ctx context.Context) error {
+	err := guarded(ctx, runCtx, limits.Runtime, u.check.Name, w, func(ctx context.Context) error {
 		if u.check.Batch != nil {
 			r, err := u.check.Batch(ctx, u.jobs)
 			if err == nil && len(r) != len(u.jobs) {
@@ -762,8 +830,6 @@ func call(ctx, runCtx context.Context, u unit, limits guards.Limits, run *runner
 		return err
 	})
 	if err != nil {
-		// The check may still be running (abandoned past its guard): its
-		// results are not to be read.
 		return nil, err
 	}
 	return results, nil
@@ -773,83 +839,36 @@ func call(ctx, runCtx context.Context, u unit, limits guards.Limits, run *runner
 // (runtime.Goexit) instead of returning.
 var errCheckExited = errors.New("the check exited its goroutine (runtime.Goexit, such as t.FailNow) without returning")
 
-// guarded runs fn in runCtx, which ends with ctx or after limit, on run's
-// goroutine. A panic becomes an error with its stack; overrunning the
-// deadline is an error even if fn ignores its context (fn is then abandoned
-// with run's goroutine, and closing its checks.Tx makes sure it can no
-// longer write). If ctx itself ends first, the error is errInterrupted.
-func guarded(ctx, runCtx context.Context, limit time.Duration, name string, run *runner, fn func(context.Context) error) error {
-	done := make(chan error, 1)
-	run.run(func() {
-		returned := false
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("check %s panicked: %v\n%s", name, p, debug.Stack())
-			} else if !returned {
-				// runtime.Goexit (t.FailNow in a test's check): the
-				// runner's goroutine is ending; fail the check now rather
-				// than when its guard runs out, holding the group.
-				done <- fmt.Errorf("check %s: %w", name, errCheckExited)
+// guarded runs fn in runCtx, which ends with ctx or after limit. A panic
+// becomes an error with its stack; overrunning the deadline is an error. fn
+// that ignores its context past its guard, or ends the goroutine
+// (runtime.Goexit), has the goroutine left to it by w, whose watcher takes
+// the transaction over. If ctx itself ends first, the error is
+// errInterrupted.
+func guarded(ctx, runCtx context.Context, limit time.Duration, name string, w *watch, fn func(context.Context) error) (err error) {
+	returned := false
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("check %s panicked: %v\n%s", name, p, debug.Stack())
+			if ctx.Err() != nil {
+				err = errInterrupted
 			}
-		}()
-		err := fn(runCtx)
-		returned = true
-		done <- err
-	})
-	select {
-	case err := <-done:
-		if errors.Is(err, errCheckExited) {
-			run.abandon() // its goroutine is gone: the next check starts another
+		} else if !returned {
+			// runtime.Goexit (t.FailNow in a test's check): the
+			// goroutine is ending; its watcher takes over now rather
+			// than when the check's guard runs out.
+			w.exited(name)
 		}
-		if ctx.Err() != nil {
-			return errInterrupted
-		}
-		if runCtx.Err() != nil && err != nil && errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("check %s ran past its runtime guard of %s", name, limit)
-		}
-		return err
-	case <-runCtx.Done():
-		run.abandon()
-		if ctx.Err() != nil {
-			return errInterrupted
-		}
+	}()
+	err = fn(runCtx)
+	returned = true
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
+	if runCtx.Err() != nil {
+		// Returned after its guard ended (within its grace, see watch.go),
+		// whatever it returned: its statements since then failed.
 		return fmt.Errorf("check %s ran past its runtime guard of %s", name, limit)
 	}
-}
-
-// A runner runs the checks of one transaction, one after the other, on a
-// goroutine of its own, so that the transaction can leave a check that
-// overruns its guard behind and go on. One goroutine for all of them rather
-// than one per check: a new goroutine's stack starts small, and a check's
-// driver calls grow it by copying, on every check (about a tenth of the
-// engine's own CPU in a slot of per-entity checks on PostgreSQL).
-type runner struct {
-	tasks chan func()
-}
-
-// run starts f on the runner's goroutine, starting one if it has none.
-func (r *runner) run(f func()) {
-	if r.tasks == nil {
-		r.tasks = make(chan func())
-		go func(tasks <-chan func()) {
-			for f := range tasks {
-				f()
-			}
-		}(r.tasks)
-	}
-	r.tasks <- f
-}
-
-// abandon leaves the runner's goroutine to the task it runs: it ends when
-// that task returns, if ever. The next task starts another.
-func (r *runner) abandon() {
-	close(r.tasks)
-	r.tasks = nil
-}
-
-// stop ends the runner's goroutine once it is idle.
-func (r *runner) stop() {
-	if r.tasks != nil {
-		r.abandon()
-	}
+	return err
 }

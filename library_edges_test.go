@@ -167,6 +167,34 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 	})
 }
 
+// A check that returns no error once its runtime guard has ended its
+// context still ran past its guard: it fails, whichever of its return and
+// the guard's end the engine saw first (it returned in time to be waited
+// for, within its grace, or not).
+func TestNoErrorAfterTheGuardIsAnOverrun(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		clk := newClock("2026-03-10T10:00:00Z")
+		reg := register(t, "late", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			<-ctx.Done()
+			return time.Time{}, nil
+		}, &checks.Opts{Guards: guards.Limits{Runtime: 50 * time.Millisecond}})
+		c := h.client(clk, reg, nil)
+		schedule(t, c, "1", "late", "2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		if r := fire(t, c, "2026-03-10T10:15:00Z"); r.Failures != 1 {
+			t.Errorf("slot record %+v, want the check failed", r)
+		}
+		j, err := c.Job(ctx, "order", "1", "late")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(j.LastError, "ran past its runtime guard of 50ms") {
+			t.Errorf("last error %q, want the overrun", j.LastError)
+		}
+	})
+}
+
 // Job and Deliveries refuse names no job or sink can have, as Schedule,
 // Cancel and History do: a key with a zero-width space or a misspelt sink read as
 // "not found" or as no deliveries, a finished job or a quiet sink.
