@@ -866,8 +866,8 @@ func guarded(ctx, runCtx context.Context, limit time.Duration, name string, w *w
 		return errInterrupted
 	}
 	if runCtx.Err() != nil {
-		// Returned after its guard ended (within its grace, see watch.go),
-		// whatever it returned: its statements since then failed.
+		// Returned after its guard ended, whatever it returned (its
+		// statements since then failed): before its watch left it.
 		return fmt.Errorf("check %s ran past its runtime guard of %s", name, limit)
 	}
 	return err

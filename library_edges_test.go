@@ -169,8 +169,8 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 
 // A check that returns no error once its runtime guard has ended its
 // context still ran past its guard: it fails, whichever of its return and
-// the guard's end the engine saw first (it returned in time to be waited
-// for, within its grace, or not).
+// the guard's end the engine saw first (the check's goroutine, or the one
+// watching it).
 func TestNoErrorAfterTheGuardIsAnOverrun(t *testing.T) {
 	forEachStore(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()

@@ -14,29 +14,23 @@ import (
 
 // A transaction's checks run one after the other on the goroutine that runs
 // the transaction, called directly: handing each check to a goroutine of its
-// own and waiting for it cost the per-entity path 5-7% of its checks a
-// second (two goroutine switches and a channel per check, measured on the
-// benchmarks of bench_test.go and the peer bench). The runtime guard still
-// holds for a check that ignores its context, because that goroutine is not
-// the group's: runTx starts it and watches it. If a check outlives its guard
-// (or the shutdown that interrupted it) by overrunGrace without returning,
-// the goroutine is left to it, and the watching goroutine takes the
-// transaction over (see takeOver): the check's checks.Tx is closed, the
-// transaction rolled back, and the group runs again without the check, whose
-// failure holds. The goroutine left behind ends when the check returns, if
-// ever, touching nothing.
+// own and waiting for it cost the per-entity path a few percent of its
+// checks a second (two goroutine switches and a channel per check, measured
+// on the benchmarks of bench_test.go and the peer bench). The runtime guard
+// still holds for a check that ignores its context, because that goroutine
+// is not the group's: runTx starts it and watches it. When a check's guard
+// ends (or shutdown interrupts it) before it returned, the goroutine is left
+// to it, and the watching goroutine takes the transaction over (see
+// takeOver), doing what the goroutine would have done for a check that
+// failed so: the check's checks.Tx is closed, its writes undone, and the
+// transaction goes on without it. The goroutine left behind ends when the
+// check returns, if ever, touching nothing. A check that watches its context
+// may return at that moment too: whichever of the two sees it first
+// records the same failure.
 
 // errLeft is what the calls of a goroutine left to its check return once
 // the check does: the transaction is no longer theirs.
 var errLeft = errors.New("left to a check that outlived its guard")
-
-// overrunGrace is how long a check may take to return after its runtime
-// guard ended its context (or shutdown did) before its goroutine is left to
-// it: a check that watches its context returns at once, and its failure is
-// then recorded by its own transaction, like any other.
-func overrunGrace(limit time.Duration) time.Duration {
-	return min(max(limit/10, 10*time.Millisecond), time.Second)
-}
 
 // txState is a transaction and what the goroutine running it has done, as
 // of the check it runs now: what the watching goroutine needs to take over.
@@ -65,8 +59,7 @@ type watch struct {
 	armed time.Time   // when timer fires; zero when it is not armed
 	// The check running now: running between begin and end.
 	running  bool
-	deadline time.Time // its guard's end plus its grace
-	grace    time.Duration
+	deadline time.Time // its guard's end, or shutdown's
 	unit     unit
 	ct       *checkTx
 	limits   guards.Limits
@@ -87,9 +80,9 @@ func newWatch(hard context.Context) *watch {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.halted = time.Now()
-		if h := w.halted.Add(w.grace); w.running && h.Before(w.deadline) {
-			w.deadline = h
-			w.arm(h)
+		if w.running {
+			w.deadline = w.halted
+			w.arm(w.halted)
 		}
 	})
 	return w
@@ -126,10 +119,9 @@ func (w *watch) begin(u unit, ct *checkTx, limits guards.Limits, start time.Time
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.running, w.unit, w.ct, w.limits, w.start = true, u, ct, limits, start
-	w.grace = overrunGrace(limits.Runtime)
-	w.deadline = start.Add(limits.Runtime + w.grace)
-	if h := w.halted.Add(w.grace); !w.halted.IsZero() && h.Before(w.deadline) {
-		w.deadline = h
+	w.deadline = start.Add(limits.Runtime)
+	if !w.halted.IsZero() {
+		w.deadline = w.halted
 	}
 	w.arm(w.deadline)
 }
