@@ -150,10 +150,13 @@ func (c *Client) watched(work, hard context.Context, slot time.Time, g *group, c
 	}()
 	select {
 	case r := <-res:
+		if errors.Is(r.err, errLeft) {
+			break // both were ready, and the select chose this one
+		}
 		return r.t, r.rest, r.err
 	case <-w.leftCh:
-		return c.takeOver(work, hard, slot, g, w, claimed)
 	}
+	return c.takeOver(work, hard, slot, g, w, claimed)
 }
 
 // txRun is runTx's transaction, on the goroutine w watches: it starts the
@@ -185,11 +188,12 @@ func (c *Client) txRun(work, hard context.Context, slot time.Time, g *group, ids
 		}
 	}
 	// Nothing ran when the transaction is rolled back before a check
-	// started: the attempt goes.
+	// started: the attempt goes, once the failures held are recorded (it
+	// counts a crash before then).
 	tx, err := c.drv.Begin(hard, nil)
 	if err != nil {
-		c.endAttempt(hard, attempt, true)
 		claimed()
+		defer c.endAttempt(hard, attempt, true)
 		return cannotStart(err)
 	}
 	rollback := func() {
@@ -201,7 +205,7 @@ func (c *Client) txRun(work, hard context.Context, slot time.Time, g *group, ids
 	claimed()
 	if err != nil || len(jobs) == 0 {
 		rollback() // before recover claims the jobs again
-		c.endAttempt(hard, attempt, true)
+		defer c.endAttempt(hard, attempt, true)
 		if err != nil {
 			return cannotStart(err)
 		}
@@ -625,7 +629,7 @@ func (c *Client) runUnit(hard context.Context, tx driver.Tx, u unit, isolate boo
 		}
 	}
 	start := time.Now()
-	w.begin(u, ct, limits, start)
+	w.begin(u, ct, limits, start, cancelRun)
 	results, err := call(hard, runCtx, u, limits, w)
 	elapsed := time.Since(start)
 	cancelRun()
@@ -857,7 +861,7 @@ func guarded(ctx, runCtx context.Context, limit time.Duration, name string, w *w
 			// runtime.Goexit (t.FailNow in a test's check): the
 			// goroutine is ending; its watcher takes over now rather
 			// than when the check's guard runs out.
-			w.exited(name)
+			w.exited(name, ctx.Err() != nil)
 		}
 	}()
 	err = fn(runCtx)

@@ -167,6 +167,102 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 	})
 }
 
+// A check interrupted by shutdown that then ends its goroutine
+// (runtime.Goexit) was interrupted, as if it had returned: its job stays
+// due, untouched, with no failure counted (found by a review).
+func TestGoexitAfterShutdownIsAnInterruption(t *testing.T) {
+	forEachStore(t, func(t *testing.T, h *harness) {
+		clk := newClock("2026-03-10T10:00:00Z")
+		entered := make(chan struct{})
+		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
+			if j.Key == "2" {
+				close(entered)
+				<-ctx.Done()
+				runtime.Goexit()
+			}
+			return time.Time{}, nil
+		}
+		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
+			oneGroup(c)
+			c.SavepointEveryCheck = true
+		})
+		for _, k := range []string{"1", "2", "3"} {
+			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
+		}
+		slot := ts("2026-03-10T10:15:00Z")
+		clk.Set("2026-03-10T10:15:00Z")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := c.FireSlot(ctx, slot); done <- err }()
+		<-entered
+		cancel()
+		<-done
+		wantOutcome(t, c, "1", history.Done, 1)
+		for _, k := range []string{"2", "3"} {
+			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
+				t.Errorf("%s: %+v (last error %q), want it due, untouched", k, j, j.LastError)
+			}
+		}
+	})
+}
+
+// A check that ends its goroutine (runtime.Goexit) while a statement it
+// started on another goroutine, with the check's context, waits has that
+// statement cut short: its transaction goes on, and the firing ends, without
+// waiting for the statement or the check's guard (found by a review: the
+// check's context was left to its guard, 10 minutes here).
+func TestGoexitCutsTheChecksStatementsShort(t *testing.T) {
+	h := openPostgres(t)
+	ctx := context.Background()
+	h.exec("CREATE TABLE held (id int PRIMARY KEY)")
+	h.exec("INSERT INTO held VALUES (1)")
+	// The test's transaction holds the row the check's statement waits for,
+	// until the test ends.
+	pool := h.store.(*postgres.Store).Pool()
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, "SELECT * FROM held WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock("2026-03-10T10:00:00Z")
+	waiting := make(chan struct{})
+	reg := register(t, "exits", func(ctx context.Context, j *checks.Job) (time.Time, error) {
+		go func() {
+			close(waiting)
+			_, _ = j.Tx.Exec(ctx, "SELECT * FROM held WHERE id = 1 FOR UPDATE")
+		}()
+		<-waiting
+		// Until the statement holds the checks.Tx (the row lock waits).
+		for h.count("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM held%'") == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		runtime.Goexit()
+		return time.Time{}, nil
+	}, &checks.Opts{Guards: guards.Limits{Runtime: 10 * time.Minute}})
+	c := h.client(clk, reg, nil)
+	schedule(t, c, "1", "exits", "2026-03-10T10:15:00Z")
+	clk.Set("2026-03-10T10:15:00Z")
+	fired := make(chan error, 1)
+	go func() {
+		_, err := c.FireSlot(ctx, ts("2026-03-10T10:15:00Z"))
+		fired <- err
+	}()
+	select {
+	case err := <-fired:
+		if err != nil {
+			t.Fatalf("fire: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the firing still waits, a minute on, for the statement of a check that exited")
+	}
+	if j := wantPending(t, c, "1", "exits"); j.FailureCount != 1 || !strings.Contains(j.LastError, "exited its goroutine") {
+		t.Errorf("%+v, want one failure saying the check exited", j)
+	}
+}
+
 // A check that returns no error once its runtime guard has ended its
 // context still ran past its guard: it fails, whichever of its return and
 // the guard's end the engine saw first (the check's goroutine, or the one

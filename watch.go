@@ -62,6 +62,7 @@ type watch struct {
 	deadline time.Time // its guard's end, or shutdown's
 	unit     unit
 	ct       *checkTx
+	cancel   context.CancelFunc // ends the check's context
 	limits   guards.Limits
 	start    time.Time
 	// halted is when hard ended (shutdown), zero before.
@@ -115,10 +116,10 @@ func (w *watch) arm(t time.Time) {
 // begin records that the check of u starts now under limits, writing
 // through ct. Most checks find the timer armed for a later time and cost no
 // timer operation.
-func (w *watch) begin(u unit, ct *checkTx, limits guards.Limits, start time.Time) {
+func (w *watch) begin(u unit, ct *checkTx, limits guards.Limits, start time.Time, cancel context.CancelFunc) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.running, w.unit, w.ct, w.limits, w.start = true, u, ct, limits, start
+	w.running, w.unit, w.ct, w.limits, w.start, w.cancel = true, u, ct, limits, start, cancel
 	w.deadline = start.Add(limits.Runtime)
 	if !w.halted.IsZero() {
 		w.deadline = w.halted
@@ -134,15 +135,21 @@ func (w *watch) end() error {
 		return errLeft
 	}
 	w.running = false
-	w.unit, w.ct = unit{}, nil
+	w.unit, w.ct, w.cancel = unit{}, nil, nil
 	return nil
 }
 
 // exited leaves the goroutine to a check that ended it (runtime.Goexit)
 // instead of returning: the goroutine runs only deferred calls from now on.
-func (w *watch) exited(name string) {
+// Once shutdown has interrupted the check, that is all it is, as when a
+// check returns then.
+func (w *watch) exited(name string, interrupted bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if interrupted || !w.halted.IsZero() {
+		w.leave(errInterrupted)
+		return
+	}
 	w.leave(fmt.Errorf("check %s: %w", name, errCheckExited))
 }
 
@@ -203,8 +210,9 @@ func (c *Client) takeOver(work, hard context.Context, slot time.Time, g *group, 
 	// w.left was set under w.mu, after which the goroutine left changes
 	// nothing.
 	w.mu.Lock()
-	st, u, ct, limits, start, why := w.st, w.unit, w.ct, w.limits, w.start, w.why
+	st, u, ct, limits, start, why, stop := w.st, w.unit, w.ct, w.limits, w.start, w.why, w.cancel
 	w.mu.Unlock()
+	stop() // a check that exited has its statements under way cut short too
 	ct.close()
 	var r ran // interrupted by shutdown: no decision, the job untouched
 	if errors.Is(why, errInterrupted) {
