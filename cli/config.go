@@ -70,7 +70,8 @@ const (
 //
 // Validate refuses a 0 where the engine would read it as "the default"
 // (workers: 0, guards.runtime: 0s, ...), a -1 where the key has no "no
-// limit", and a duration too short to work: under 1ms for any key, under
+// limit", a count no server can use (workers, batch_size or group_size over
+// 10,000), and a duration too short to work: under 1ms for any key, under
 // 100ms for ownership.heartbeat, 1s for ownership.server_timeout, 10ms for
 // guards.runtime, and slots.resolution for guards.horizon. Each error names
 // the key and what it accepts.
@@ -1374,6 +1375,21 @@ const (
 	runtimeMin = Duration(10 * time.Millisecond)
 )
 
+// Upper bounds of the count keys: a value past them is a typo, not a
+// deployment, and is refused rather than bent.
+const (
+	// workersMax is the most workers: each running group of checks is a
+	// goroutine and a transaction holding a database connection, and no
+	// database serves one server that many connections (PostgreSQL's
+	// max_connections is 100 by default).
+	workersMax = 10_000
+	// jobsPerGroupMax is the most batch_size and group_size (and a declared
+	// check's batch_size): the engine lists at most 10,000 due jobs at a
+	// time (prescient's dispatch page), so a group or a batch call is never
+	// handed more, and a larger value would silently mean 10,000.
+	jobsPerGroupMax = 10_000
+)
+
 // Validate reports every key whose value the engine would refuse, or would
 // silently replace by its default (a 0 where the engine reads "the default"),
 // each as a *ConfigError naming the key path and, when the key is in the
@@ -1450,6 +1466,22 @@ func (c *Config) Validate() error {
 	for _, k := range ints {
 		if k.v == 0 || (k.v < 0 && !(k.v == -1 && k.key == "guards.max_checks")) {
 			bad(k.key, fmt.Errorf("must be %s, got %d", k.want, k.v))
+		}
+	}
+	// So are counts no server can use: workers: 1000000000 was accepted
+	// (found by a trial of bad input), a typo taken for a deployment.
+	for _, k := range []struct {
+		key string
+		v   int
+		max int
+		why string
+	}{
+		{"workers", c.Workers, workersMax, "each running group is a transaction holding a database connection"},
+		{"batch_size", c.BatchSize, jobsPerGroupMax, "a server lists at most that many due jobs at a time, so no batch call is handed more"},
+		{"group_size", c.GroupSize, jobsPerGroupMax, "a server lists at most that many due jobs at a time, so no group runs more"},
+	} {
+		if k.v > k.max {
+			bad(k.key, fmt.Errorf("must be at most %d (%s), got %d", k.max, k.why, k.v))
 		}
 	}
 	// So is an empty string: sweep.schedule: "" written to turn the
@@ -1547,7 +1579,7 @@ func (c *Config) Validate() error {
 				"(host=... dbname=...); SQLite takes a file in database.path instead"))
 		}
 	}
-	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize {
+	if c.Database.URL != "" && c.GroupSize > postgres.MaxGroupSize && !reported["group_size"] {
 		bad("group_size", fmt.Errorf("%d exceeds PostgreSQL's %d checks per transaction: it caches %d subtransactions per "+
 			"transaction, and beyond that other sessions look each one up in pg_subtrans while the transaction lasts",
 			c.GroupSize, postgres.MaxGroupSize, postgres.MaxGroupSize))

@@ -267,6 +267,10 @@ func TestConfigErrors(t *testing.T) {
 		{"negative max_failures", "retry:\n  max_failures: -2\n", []string{":2: retry.max_failures: must be at least 1, got -2"}, nil},
 		{"zero batch size", "batch_size: 0\n", []string{":1: batch_size: must be at least 1"}, nil},
 		{"zero group size", "group_size: 0\n", []string{":1: group_size: must be at least 1"}, nil},
+		// Found by a trial of bad input: a billion workers was accepted.
+		{"a billion workers", "workers: 1000000000\n", []string{":1: workers: must be at most 10000", "got 1000000000"}, nil},
+		{"a batch size past a page of due jobs", "batch_size: 10001\n", []string{":1: batch_size: must be at most 10000", "got 10001"}, nil},
+		{"a group size past a page of due jobs", "group_size: 1000000\n", []string{":1: group_size: must be at most 10000", "got 1000000"}, nil},
 		{"group size over PostgreSQL's cap", "database:\n  url: postgres://app@db/app\ngroup_size: 65\n", []string{":3: group_size: 65 exceeds PostgreSQL's 64"}, nil},
 		{"zero group duration", "group_duration: 0s\n", []string{":1: group_duration: must be positive"}, nil},
 		{"negative max_conns", "database: {max_conns: -1}\n", []string{":1: database.max_conns:"}, nil},

@@ -145,8 +145,8 @@ func ladderNext(stage, at, horizon time.Duration) time.Duration {
 // checksErrors returns what is wrong with the checks section without a
 // database, each a *ConfigError naming the key path and its line: the spec
 // (sqlcheck.Spec.Validate), a stage without after, a guard or batch size
-// written as 0 (which would silently mean the server's value), a runtime
-// under 10ms, a horizon under the slot resolution, and sinks that are not
+// written as 0 (which would silently mean the server's value), a batch size
+// over jobsPerGroupMax, a runtime under 10ms, a horizon under the slot resolution, and sinks that are not
 // configured. The queries are prepared against the database when a command
 // opens it (declare).
 func (c *Config) checksErrors() []error {
@@ -192,6 +192,10 @@ func (c *Config) checksErrors() []error {
 		}
 		if written("batch_size") && cc.BatchSize == 0 {
 			bad(base+".batch_size", errors.New("must be at least 1, got 0 (leave it out for the server's batch_size)"))
+		}
+		if cc.BatchSize > jobsPerGroupMax {
+			bad(base+".batch_size", fmt.Errorf("must be at most %d (a server lists at most that many due jobs at a time, so no query "+
+				"is run for more), got %d", jobsPerGroupMax, cc.BatchSize))
 		}
 		g := cc.Guards
 		if written("guards.max_checks") && g.MaxChecks == 0 {

@@ -119,6 +119,8 @@ func TestDeclaredConfigErrors(t *testing.T) {
 			`:5: checks.c.stages[1].event: stage name "a" is already used by stages[0]`},
 		{"unknown key", head + "    stages: [{after: 0s, event: a}]\n    anchr: placed_at\n", `:6: checks.c.anchr: unknown key "anchr"`},
 		{"batch size 0", head + "    stages: [{after: 0s, event: a}]\n    batch_size: 0\n", ":6: checks.c.batch_size: must be at least 1, got 0"},
+		{"batch size past a page of due jobs", head + "    stages: [{after: 0s, event: a}]\n    batch_size: 1000000\n",
+			":6: checks.c.batch_size: must be at most 10000 (a server lists at most that many due jobs at a time, so no query is run for more), got 1000000"},
 		{"runtime too short", head + "    stages: [{after: 0s, event: a}]\n    guards: {runtime: 5ms}\n", ":6: checks.c.guards.runtime: must be at least 10ms"},
 		{"horizon 0", head + "    stages: [{after: 0s, event: a}]\n    guards:\n      horizon: 0s\n", ":7: checks.c.guards.horizon: must be positive"},
 		// Stages further apart than the horizon are reached one horizon at a
