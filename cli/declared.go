@@ -13,6 +13,7 @@ import (
 	"github.com/prescient-dev/prescient"
 	"github.com/prescient-dev/prescient/checks"
 	"github.com/prescient-dev/prescient/guards"
+	"github.com/prescient-dev/prescient/slots"
 	"github.com/prescient-dev/prescient/sqlcheck"
 )
 
@@ -144,7 +145,8 @@ func ladderNext(stage, at, horizon time.Duration) time.Duration {
 
 // checksErrors returns what is wrong with the checks section without a
 // database, each a *ConfigError naming the key path and its line: the spec
-// (sqlcheck.Spec.Validate), a stage without after, a guard or batch size
+// (sqlcheck.Spec.Validate), a stage without after or whose after, counted
+// from now, is past the supported range of check times, a guard or batch size
 // written as 0 (which would silently mean the server's value), a batch size
 // over jobsPerGroupMax, a runtime under 10ms, a horizon under the slot resolution, and sinks that are not
 // configured. The queries are prepared against the database when a command
@@ -160,9 +162,20 @@ func (c *Config) checksErrors() []error {
 		for _, fe := range sqlcheck.FieldErrors(spec.Validate()) {
 			bad(fieldKey(base, fe.Field), fe.Err)
 		}
+		// A stage whose time, counted from now, is past the range of check
+		// times is refused as --in is (parseAtIn): the check would ask for
+		// it, and the engine ends the job as guard_horizon instead, never
+		// raising the stage (a ladder that far off is a typo: 2000000h).
+		now, pastRange := time.Now(), false
 		for i, st := range cc.Stages {
-			if key := fmt.Sprintf("%s.stages[%d].after", base, i); c.lines[key] == 0 && st.After == 0 {
+			key := fmt.Sprintf("%s.stages[%d].after", base, i)
+			if c.lines[key] == 0 && st.After == 0 {
 				bad(key, errors.New("is missing: say when the stage is due, counted from the anchor (e.g. after: 3h; 0s for at once)"))
+			}
+			if t := now.Add(time.Duration(st.After)); st.After > 0 && !slots.InRange(t) {
+				bad(key, fmt.Errorf("%s from a job anchored now reaches %s, past the supported range %s: its jobs would end guard_horizon "+
+					"instead of raising the stage", st.After, t.UTC().Format(time.RFC3339), slots.Range()))
+				pastRange = true
 			}
 		}
 		// A stage further off than the horizon is no error: the check asks
@@ -179,7 +192,7 @@ func (c *Config) checksErrors() []error {
 		if written("guards.max_checks") {
 			maxChecks, maxKey = cc.Guards.MaxChecks, base+".guards.max_checks"
 		}
-		if maxChecks > 0 {
+		if maxChecks > 0 && !pastRange { // raising a guard would not help
 			if i, n := ladderChecks(cc.Stages, horizon, time.Duration(c.Slots.Resolution), maxChecks); i >= 0 {
 				how, raise := fmt.Sprintf("or %s (%s) ahead at most, ", horizon, horizonKey), horizonKey+" or "+maxKey
 				if horizon <= 0 {

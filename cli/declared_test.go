@@ -153,6 +153,44 @@ func TestDeclaredConfigErrors(t *testing.T) {
 	}
 }
 
+// TestDeclaredStagePastRange: a stage whose after, counted from now, is past
+// the supported range of check times is refused at its key and line, as
+// --in is (found by a trial of bad input: after: 2000000h was accepted with
+// max_checks: -1, and with the default guards refused with advice to raise
+// them, which could not help).
+func TestDeclaredStagePastRange(t *testing.T) {
+	const ladder = "checks:\n  c:\n    entity: order\n    query: SELECT id AS key FROM orders WHERE id = ANY($1)\n    sinks: []\n" +
+		"    stages:\n      - {after: 3h, event: a}\n      - {after: 2000000h, event: b}\n"
+	for _, guards := range []string{"", "guards: {max_checks: -1}\n", "guards: {horizon: -1}\n"} {
+		path := writeConfig(t, ladder+guards)
+		cfg, err := loadConfig(path, noEnv)
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil {
+			t.Fatalf("%q: no error", guards)
+		}
+		for _, want := range []string{path + ":8: checks.c.stages[1].after: 2000000h0m0s from a job anchored now reaches ",
+			"past the supported range [1970-01-01T00:00:00Z, 2200-01-01T00:00:00Z): its jobs would end guard_horizon instead of raising the stage"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %v, want one containing %q", guards, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "guard_max_checks") {
+			t.Errorf("%q: error %v advises raising a guard, which cannot help", guards, err)
+		}
+	}
+	// Within the range, the same ladder is no error of range.
+	path := writeConfig(t, strings.Replace(ladder, "2000000h", "876000h", 1)+"guards: {max_checks: -1}\n")
+	cfg, err := loadConfig(path, noEnv)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Errorf("a stage 100 years off: %v", err)
+	}
+}
+
 // runAt runs a command as main does, with the order example's Go check and
 // the clock stopped at now.
 func runAt(t *testing.T, ctx context.Context, now time.Time, env map[string]string, config string, args ...string) (string, string, error) {
