@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -119,6 +120,38 @@ func TestSinksConfigErrors(t *testing.T) {
 				t.Errorf("error %q is not a *ConfigError starting with the file name", msg)
 			}
 		})
+	}
+}
+
+// TestSlotsRefusesUnsetSinkSecret: `prescient slots`, which checks the
+// configuration, refuses a webhook sink whose secret_env is not set with
+// run's own error, instead of "configuration OK" for a configuration run
+// refuses (found by a trial of bad input); --json says so too.
+func TestSlotsRefusesUnsetSinkSecret(t *testing.T) {
+	t.Parallel()
+	body := "database:\n  path: " + filepath.Join(t.TempDir(), "p.db") +
+		"\nsinks:\n  ops:\n    type: webhook\n    url: https://x\n    secret_env: HOOK_SECRET\n"
+	h := &harness{t: t, env: map[string]string{}, config: writeConfig(t, body)}
+	want := h.config + ":7: sinks.ops.secret_env: HOOK_SECRET is not set (or is empty, or only white space)"
+	_, runErr := h.run("run")
+	if runErr == nil || !strings.Contains(runErr.Error(), want) {
+		t.Fatalf("run: %v, want an error containing %q", runErr, want)
+	}
+	out, err := h.run("slots")
+	if err == nil || err.Error() != runErr.Error() {
+		t.Errorf("slots: %v, want run's error %q; output:\n%s", err, runErr, out)
+	}
+	if strings.Contains(out, "configuration OK") {
+		t.Errorf("slots says the configuration is OK:\n%s", out)
+	}
+	out, err = h.run("slots", "--json")
+	var rep slotsReport
+	if err == nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Valid || !strings.Contains(rep.Error, want) {
+		t.Errorf("slots --json: %v, %+v; want invalid, with an error containing %q", err, rep, want)
+	}
+	h.env["HOOK_SECRET"] = "s3cret-value"
+	if out, err := h.run("slots"); err != nil || !strings.Contains(out, "configuration OK") {
+		t.Errorf("slots with the secret set: %v\n%s", err, out)
 	}
 }
 

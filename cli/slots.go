@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,8 +31,9 @@ func (e *env) slotsCommand() *cobra.Command {
 of the cycle with the clock time its slots start at, and which servers fire
 each position. It then validates the whole configuration: overlapping owners
 are reported as warnings (safe, but usually a mistake); a position that no
-server fires, or any other invalid setting, is an error and the exit status is
-non-zero. It needs no database.
+server fires, a webhook sink whose secret_env is not set in the environment
+(run refuses to start then too), or any other invalid setting, is an error
+and the exit status is non-zero. It needs no database.
 
 --json prints the same as one JSON document for scripts: the grid, each
 position with its start and servers, the warnings, and "valid" with the
@@ -48,12 +51,17 @@ configuration's error, if any (the exit status is non-zero then too).`,
 			}
 			// The whole configuration, as every command that opens the
 			// database validates it: declared checks included (a name a Go
-			// check of this binary has already), with no query prepared.
+			// check of this binary has already), with no query prepared;
+			// and what run refuses before it serves anything, in its words
+			// (sinkSecrets): a webhook sink whose secret_env is not set, a
+			// sink a Go check names that is not configured. A configuration
+			// slots passed must not be one run refuses.
 			validate := func() error {
 				if err := cfg.Validate(); err != nil {
 					return err
 				}
-				return e.declare(cmd.Context(), nil, cfg, false)
+				_, sinkErr := e.sinkSecrets(cfg, slog.New(slog.DiscardHandler))
+				return errors.Join(e.declare(cmd.Context(), nil, cfg, false), sinkErr)
 			}
 			if o.json {
 				return printSlotsJSON(cmd.OutOrStdout(), cfg, validate)
