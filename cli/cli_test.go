@@ -208,8 +208,9 @@ func TestSlotsCommand(t *testing.T) {
 			`warning: this configuration's server name, "c" (server, PRESCIENT_SERVER or the host name), is not in ownership.static`,
 			"configuration OK"}, nil, ""},
 		{"server in the map", "server: b\nownership:\n  static:\n    a: [0, 1]\n    b: [2, 3]\n", []string{"configuration OK"}, []string{"warning"}, ""},
-		{"unowned position", "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n", []string{
-			"2         :30     (none: its jobs would never fire)"}, []string{"configuration OK"},
+		// An invalid configuration prints its errors, every one, and no
+		// table: after one, they read as a footnote.
+		{"unowned position", "ownership:\n  static:\n    a: [0, 1]\n    b: [3]\n", nil, []string{"positions", "POSITION", "configuration OK"},
 			"ownership.static: position has no owner: position(s) [2]"},
 		// 360 positions printed one per row, and 360 on one line (found by
 		// an operator's trial): the fine grid's runs, one row each.
@@ -219,7 +220,9 @@ func TestSlotsCommand(t *testing.T) {
 		{"fine grid, static map", "slots: {resolution: 1m}\nownership:\n  static:\n    a: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29]\n    b: [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59]\n", []string{
 			"0-29      :00-:29  a\n30-59     :30-:59  b\n", "configuration OK"}, nil, ""},
 		{"invalid grid", "slots:\n  resolution: 15m\n  cycle: 50m\n", nil, []string{"positions"}, ":3: slots.cycle:"},
-		{"other invalid key", "log:\n  format: xml\n", []string{"positions: 0 :00"}, []string{"configuration OK"}, ":2: log.format"},
+		{"other invalid key", "log:\n  format: xml\n", nil, []string{"positions", "POSITION", "configuration OK"}, ":2: log.format"},
+		{"several invalid keys", "workers: 0\nlog:\n  format: xml\n", nil, []string{"positions", "POSITION", "configuration OK"},
+			":1: workers: must be at least 1, got 0\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,6 +242,12 @@ func TestSlotsCommand(t *testing.T) {
 				if strings.Contains(out, nw) {
 					t.Errorf("output contains %q:\n%s", nw, out)
 				}
+			}
+			if tt.wantErr != "" && out != "" {
+				t.Errorf("output beside the error:\n%s", out)
+			}
+			if tt.name == "several invalid keys" && !strings.Contains(fmt.Sprint(err), ":3: log.format") {
+				t.Errorf("error %v does not report log.format too", err)
 			}
 		})
 	}

@@ -27,13 +27,14 @@ func (e *env) slotsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "slots",
 		Short: "Print the slot grid and the ownership table, and check the configuration",
-		Long: `slots prints the slot grid (resolution, offset, ownership cycle), each position
-of the cycle with the clock time its slots start at, and which servers fire
-each position. It then validates the whole configuration: overlapping owners
-are reported as warnings (safe, but usually a mistake); a position that no
-server fires, a webhook sink whose secret_env is not set in the environment
-(run refuses to start then too), or any other invalid setting, is an error
-and the exit status is non-zero. It needs no database.
+		Long: `slots validates the whole configuration, then prints the slot grid
+(resolution, offset, ownership cycle), each position of the cycle with the
+clock time its slots start at, and which servers fire each position.
+Overlapping owners are reported as warnings (safe, but usually a mistake); a
+position that no server fires, a webhook sink whose secret_env is not set in
+the environment (run refuses to start then too), or any other invalid
+setting, is an error: every error is reported, nothing else is printed, and
+the exit status is non-zero. It needs no database.
 
 --json prints the same as one JSON document for scripts: the grid, each
 position with its start and servers, the warnings, and "valid" with the
@@ -161,14 +162,16 @@ func overlapWarnings(cfg *Config) []string {
 	return out
 }
 
-// printSlots prints the grid and the ownership table of cfg, then validates
-// the configuration with validate and returns its error.
+// printSlots validates the configuration with validate and returns its
+// errors, or prints the grid and the ownership table of cfg. Errors come
+// alone: printed after a table, they read as a footnote to a grid that looks
+// fine, and a long table scrolls them off the screen.
 func printSlots(out io.Writer, cfg *Config, validate func() error) error {
+	if err := validate(); err != nil {
+		return err
+	}
 	pc := cfg.clientConfig()
 	g := pc.Grid
-	if err := g.Validate(); err != nil {
-		return cfg.Validate() // names the slots key and line
-	}
 	fmt.Fprintf(out, "grid: resolution %s, offset %s, cycle %s: %d position(s)\n",
 		g.Resolution, g.Offset, cycleOf(g), g.Positions())
 	n := g.Positions()
@@ -219,9 +222,6 @@ func printSlots(out io.Writer, cfg *Config, validate func() error) error {
 
 	for _, w := range slotsWarnings(cfg) {
 		fmt.Fprintln(out, "warning: "+w)
-	}
-	if err := validate(); err != nil {
-		return err
 	}
 	fmt.Fprintln(out, "configuration OK")
 	return nil
