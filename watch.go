@@ -226,17 +226,23 @@ func (c *Client) takeOver(work, hard context.Context, slot time.Time, g *group, 
 	}
 	ctx, cancel := finishCtx(hard)
 	defer cancel()
-	if !st.optimistic {
-		err := st.tx.Err()
-		if err == nil {
-			err = st.tx.RollbackTo(ctx)
-		}
+	// A statement of the check cut short may have taken the transaction
+	// with it (pgx's default cancellation closes the connection), its locks
+	// outliving it a moment on the server: as when a check returns so, the
+	// failures are recorded in a transaction of their own that waits for
+	// those locks (recover), and the others' writes are lost.
+	err := st.tx.Err()
+	if err == nil && !st.optimistic {
+		err = st.tx.RollbackTo(ctx)
+	}
+	if err != nil {
 		st.done = append(st.done, r)
-		if err != nil {
-			t, rest, err := c.txDied(hard, slot, st, st.at+1, err)
-			c.endAttempt(hard, st.attempt, false)
-			return t, rest, err
-		}
+		t, rest, err := c.txDied(hard, slot, st, st.at+1, err)
+		c.endAttempt(hard, st.attempt, false)
+		return t, rest, err
+	}
+	if !st.optimistic {
+		st.done = append(st.done, r)
 		return c.watched(work, hard, slot, g, claimed, func(w *watch) (*SlotRecord, []int64, error) {
 			return c.txChecks(work, hard, slot, g, st, st.at+1, claimed, w)
 		})
