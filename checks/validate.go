@@ -21,6 +21,9 @@ const PayloadMax = 64 << 10
 // a payload is a hint for a check, which needs nothing that deep.
 const PayloadDepthMax = 64
 
+// nameMax is the longest name, in bytes (all of them ASCII).
+const nameMax = 100
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$`)
 
 // nameRule says what a name may be, in every error about one.
@@ -32,7 +35,8 @@ const nameRule = "use 1 to 100 letters, digits, '_', '.', ':' or '-', starting w
 // "entity", …) names the kind in the error. A name holding a character
 // forbidden in keys (see ValidateKey) is refused with a message naming that
 // character instead of quoting the name, so that the message itself carries
-// no control or invisible character and reads the same from PostgreSQL's
+// no control or invisible character, and one longer than 100 bytes with its
+// length; the messages read the same from PostgreSQL's
 // prescient_validate_name.
 func ValidateName(what, s string) error {
 	if nameRE.MatchString(s) {
@@ -40,6 +44,10 @@ func ValidateName(what, s string) error {
 	}
 	if r, pos, kind := forbiddenRune(s); kind != "" {
 		return fmt.Errorf("invalid %s name: %U, %s, at character %d: %s", what, r, kind, pos, nameRule)
+	}
+	if len(s) > nameMax {
+		// Not quoted: a name of a megabyte made an error of a megabyte.
+		return fmt.Errorf("invalid %s name: %d bytes, more than %d: %s", what, len(s), nameMax, nameRule)
 	}
 	return fmt.Errorf("invalid %s name %q: %s", what, s, nameRule)
 }

@@ -23,7 +23,10 @@ func TestValidateName(t *testing.T) {
 		{"", `invalid entity name "": ` + testNameRule},
 		{"-x", `invalid entity name "-x": ` + testNameRule},
 		{"bad name", `invalid entity name "bad name": ` + testNameRule},
-		{strings.Repeat("n", 101), `invalid entity name "` + strings.Repeat("n", 101) + `": ` + testNameRule},
+		// A name too long is not echoed either: its length is.
+		{strings.Repeat("n", 101), "invalid entity name: 101 bytes, more than 100: " + testNameRule},
+		{strings.Repeat("ü", 60), "invalid entity name: 120 bytes, more than 100: " + testNameRule},
+		{strings.Repeat("x", 1<<20), "invalid entity name: 1048576 bytes, more than 100: " + testNameRule},
 		{"ünïcode", `invalid entity name "ünïcode": ` + testNameRule},
 		// A name is never echoed with a control or invisible character in it:
 		// the message names the character instead.

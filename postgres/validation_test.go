@@ -56,7 +56,7 @@ func TestSQLRefusesControlAndInvisibleCharacters(t *testing.T) {
 		}
 	}
 	names := []string{"order\n", "tab\tname", "\x1b[31mred", "csi\u009b31m", "del\x7f", "ü\u202eredro", "a\u2066b", "a\u2028b", "\ufeffa", "a\u200bb",
-		"ünïcode", "bad name", "ok"}
+		"ünïcode", "bad name", "ok", strings.Repeat("a", 100), strings.Repeat("a", 101), strings.Repeat("ü", 60), strings.Repeat("x", 1<<20)}
 	for _, name := range names {
 		for _, c := range []struct{ what, sql string }{
 			{"entity", `SELECT prescient_schedule($1, 'k', 'unshipped', '2031-03-04T05:00:00Z')`},
