@@ -21,7 +21,8 @@ const PayloadMax = 64 << 10
 // a payload is a hint for a check, which needs nothing that deep.
 const PayloadDepthMax = 64
 
-// nameMax is the longest name, in bytes (all of them ASCII).
+// nameMax is the longest name: 100 characters of a valid name's ASCII, and
+// as many bytes of any string refused for its length.
 const nameMax = 100
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,99}$`)
