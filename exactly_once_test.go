@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -264,11 +265,11 @@ func TestCheckTxSharedBetweenGoroutines(t *testing.T) {
 // never started are left untouched, due, to run again. (An optimistic group
 // has no savepoint to undo the interrupted check alone: everything stays
 // due, TestShutdownMidOptimisticGroupLeavesItDue.) So too when the check
-// ignores its context: its goroutine is left to it, and the transaction
-// goes on without it.
+// ignores its context (its goroutine is left to it, and the transaction
+// goes on without it) or then ends its goroutine (runtime.Goexit).
 func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
-	forEachInterruption(t, func(t *testing.T, h *harness, ignores bool) {
-		c, slot := shutDownMidGroup(t, h, true, ignores)
+	forEachInterruption(t, func(t *testing.T, h *harness, end interruptedEnd) {
+		c, slot := shutDownMidGroup(t, h, true, end)
 		wantOutcome(t, c, "1", history.Done, 1)
 		for _, k := range []string{"2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
@@ -291,10 +292,10 @@ func TestShutdownMidGroupCommitsWhatFinished(t *testing.T) {
 // An optimistic group cut short by shutdown has no savepoint to undo the
 // interrupted check alone: its transaction is rolled back, and every job of
 // the group stays due, untouched, with no effect recorded. So too when the
-// check ignores its context.
+// check ignores its context or ends its goroutine.
 func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
-	forEachInterruption(t, func(t *testing.T, h *harness, ignores bool) {
-		c, slot := shutDownMidGroup(t, h, false, ignores)
+	forEachInterruption(t, func(t *testing.T, h *harness, end interruptedEnd) {
+		c, slot := shutDownMidGroup(t, h, false, end)
 		for _, k := range []string{"1", "2", "3"} {
 			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
 				t.Errorf("%s: %+v, want it due, untouched", k, j)
@@ -312,9 +313,8 @@ func TestShutdownMidOptimisticGroupLeavesItDue(t *testing.T) {
 // shutDownMidGroup schedules jobs 1, 2 and 3 in one group, fires their slot
 // and shuts down while job 2's check runs (after it wrote its alert through
 // job.Tx); it returns the client and the slot. savepoints sets
-// SavepointEveryCheck; with ignores, job 2's check does not return when its
-// context ends, but only once the test is over.
-func shutDownMidGroup(t *testing.T, h *harness, savepoints, ignores bool) (*prescient.Client, time.Time) {
+// SavepointEveryCheck; end says how job 2's check ends once interrupted.
+func shutDownMidGroup(t *testing.T, h *harness, savepoints bool, end interruptedEnd) (*prescient.Client, time.Time) {
 	t.Helper()
 	clk := newClock("2026-03-10T10:00:00Z")
 	entered := make(chan struct{})
@@ -326,8 +326,12 @@ func shutDownMidGroup(t *testing.T, h *harness, savepoints, ignores bool) (*pres
 		}
 		if j.Key == "2" {
 			close(entered)
-			if ignores {
+			switch end {
+			case ignoresContext:
 				<-over
+			case exitsGoroutine:
+				<-ctx.Done()
+				runtime.Goexit()
 			}
 			<-ctx.Done()
 			return time.Time{}, ctx.Err()
@@ -357,12 +361,21 @@ func shutDownMidGroup(t *testing.T, h *harness, savepoints, ignores bool) (*pres
 	return c, slot
 }
 
-// forEachInterruption runs fn on every store, with a check interrupted by
-// shutdown that returns and with one that ignores its context.
-func forEachInterruption(t *testing.T, fn func(t *testing.T, h *harness, ignores bool)) {
-	for _, ignores := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ignores_context=%v", ignores), func(t *testing.T) {
-			forEachStore(t, func(t *testing.T, h *harness) { fn(t, h, ignores) })
+// interruptedEnd is how a check interrupted by shutdown ends.
+type interruptedEnd string
+
+const (
+	returns        interruptedEnd = "returns"         // with its context's error
+	ignoresContext interruptedEnd = "ignores_context" // returns only once the test is over
+	exitsGoroutine interruptedEnd = "exits_goroutine" // runtime.Goexit (found by a review: taken for a failure)
+)
+
+// forEachInterruption runs fn on every store, once for each way a check
+// interrupted by shutdown may end.
+func forEachInterruption(t *testing.T, fn func(t *testing.T, h *harness, end interruptedEnd)) {
+	for _, end := range []interruptedEnd{returns, ignoresContext, exitsGoroutine} {
+		t.Run(string(end), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, h *harness) { fn(t, h, end) })
 		})
 	}
 }

@@ -261,19 +261,6 @@ func (c *Client) txChecks(work, hard context.Context, slot time.Time, g *group, 
 		_ = tx.Rollback(ctx) // after Commit, a no-op
 	}()
 	var rest []int64
-	// unrun gathers the jobs of units[i:] not held: those this transaction
-	// did not get to.
-	unrun := func(i int) []int64 {
-		var ids []int64
-		for _, u := range units[i:] {
-			for _, j := range u.jobs { // a batch check's unit has several
-				if !heldJob(held, j.ID) {
-					ids = append(ids, j.ID)
-				}
-			}
-		}
-		return ids
-	}
 	maxCalls := c.drv.Features().MaxGroupSize
 	for i := from; i < len(units); i++ {
 		u := units[i]
@@ -285,7 +272,7 @@ func (c *Client) txChecks(work, hard context.Context, slot time.Time, g *group, 
 		capped := maxCalls > 0 && st.called >= maxCalls
 		if i > 0 && (capped || work.Err() != nil || hard.Err() != nil || time.Since(st.began) >= c.cfg.GroupDuration) {
 			if work.Err() == nil {
-				rest = unrun(i)
+				rest = st.unrun(i)
 			}
 			break
 		}
@@ -353,15 +340,7 @@ func (c *Client) txDied(hard context.Context, slot time.Time, st *txState, next 
 	_ = st.tx.Rollback(ctx)
 	cancel()
 	t, rerr := c.recover(hard, slot, st.done, err)
-	left := 0
-	for _, u := range st.units[next:] {
-		for _, j := range u.jobs {
-			if !heldJob(st.held, j.ID) {
-				left++
-			}
-		}
-	}
-	if left > 0 {
+	if left := len(st.unrun(next)); left > 0 {
 		// The jobs not yet checked stay due, and the slot fails so
 		// that they are taken again: with every check run so far
 		// failed (its failure applied again), the group ended

@@ -167,45 +167,6 @@ func TestGoexitInCheckIsAFailureAtOnce(t *testing.T) {
 	})
 }
 
-// A check interrupted by shutdown that then ends its goroutine
-// (runtime.Goexit) was interrupted, as if it had returned: its job stays
-// due, untouched, with no failure counted (found by a review).
-func TestGoexitAfterShutdownIsAnInterruption(t *testing.T) {
-	forEachStore(t, func(t *testing.T, h *harness) {
-		clk := newClock("2026-03-10T10:00:00Z")
-		entered := make(chan struct{})
-		check := func(ctx context.Context, j *checks.Job) (time.Time, error) {
-			if j.Key == "2" {
-				close(entered)
-				<-ctx.Done()
-				runtime.Goexit()
-			}
-			return time.Time{}, nil
-		}
-		c := h.client(clk, register(t, "c", check, nil), func(c *prescient.Config) {
-			oneGroup(c)
-			c.SavepointEveryCheck = true
-		})
-		for _, k := range []string{"1", "2", "3"} {
-			schedule(t, c, k, "c", "2026-03-10T10:15:00Z")
-		}
-		slot := ts("2026-03-10T10:15:00Z")
-		clk.Set("2026-03-10T10:15:00Z")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { _, err := c.FireSlot(ctx, slot); done <- err }()
-		<-entered
-		cancel()
-		<-done
-		wantOutcome(t, c, "1", history.Done, 1)
-		for _, k := range []string{"2", "3"} {
-			if j := wantPending(t, c, k, "c"); !j.NextCheckAt.Equal(slot) || j.CheckCount+j.FailureCount != 0 {
-				t.Errorf("%s: %+v (last error %q), want it due, untouched", k, j, j.LastError)
-			}
-		}
-	})
-}
-
 // A check that ends its goroutine (runtime.Goexit) while a statement it
 // started on another goroutine, with the check's context, waits has that
 // statement cut short: its transaction goes on, and the firing ends, without

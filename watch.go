@@ -51,6 +51,20 @@ type txState struct {
 	rerun       bool // a rerun took the attempt over
 }
 
+// unrun returns the jobs of units[i:] without a held failure: those the
+// transaction did not get to.
+func (st *txState) unrun(i int) []int64 {
+	var ids []int64
+	for _, u := range st.units[i:] {
+		for _, j := range u.jobs { // a batch check's unit has several
+			if !heldJob(st.held, j.ID) {
+				ids = append(ids, j.ID)
+			}
+		}
+	}
+	return ids
+}
+
 // watch oversees the checks of one transaction.
 type watch struct {
 	mu    sync.Mutex
